@@ -1,0 +1,187 @@
+//! Block allocation in the data file, with copy-on-write safety.
+//!
+//! A bitmap marks every block that must not be handed out: blocks 0 and 1
+//! (meta), blocks referenced by the live page map, by a checkpoint being
+//! written, or by the last durable checkpoint. Freeing is epoch-aware:
+//!
+//! * A block allocated since the last checkpoint cut and not adopted by a
+//!   checkpoint ("fresh") is referenced by no checkpoint: freeing it makes it
+//!   reusable at once. Steady eviction between checkpoints therefore recycles
+//!   its own blocks instead of growing the file.
+//! * Any other block goes to limbo, tagged with an epoch `e`; it is released
+//!   when checkpoint `e` is durable, because no durable or running
+//!   checkpoint can reference it after that (ARCHITECTURE.md, "Block
+//!   lifetimes").
+//!
+//! Free space is never written to disk as a separate structure: on open it
+//! is rebuilt as the complement of the blocks the durable checkpoint
+//! references, so it cannot disagree with the tree or leak.
+
+use parking_lot::Mutex;
+
+/// Reserved meta blocks.
+pub(crate) const META_BLOCKS: u64 = 2;
+
+pub(crate) struct BlockAlloc {
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    used: Vec<u64>,
+    fresh: Vec<u64>,
+    /// One past the highest block ever handed out (the file's length in blocks).
+    nblocks: u64,
+    used_count: u64,
+    /// Next-fit cursor (block index).
+    hint: u64,
+    limbo: Vec<(u64, u64)>,
+}
+
+fn bit(v: &[u64], b: u64) -> bool {
+    v.get((b / 64) as usize).is_some_and(|w| w & (1 << (b % 64)) != 0)
+}
+fn set(v: &mut Vec<u64>, b: u64, on: bool) {
+    let w = (b / 64) as usize;
+    if w >= v.len() {
+        v.resize(w + 1, 0);
+    }
+    if on {
+        v[w] |= 1 << (b % 64);
+    } else {
+        v[w] &= !(1 << (b % 64));
+    }
+}
+
+/// Snapshot of the allocator for statistics.
+pub(crate) struct AllocStats {
+    pub(crate) file_blocks: u64,
+    pub(crate) free_blocks: u64,
+    pub(crate) limbo_blocks: u64,
+}
+
+impl BlockAlloc {
+    /// An allocator for a file whose used blocks are `used` (meta blocks are
+    /// added). Returns the first block listed twice, which means two owners
+    /// claim it: corruption.
+    pub(crate) fn new(used: impl IntoIterator<Item = u64>) -> Result<Self, u64> {
+        let mut inner = Inner { used: Vec::new(), fresh: Vec::new(), nblocks: META_BLOCKS, used_count: 0, hint: META_BLOCKS, limbo: Vec::new() };
+        for b in (0..META_BLOCKS).chain(used) {
+            if bit(&inner.used, b) {
+                return Err(b);
+            }
+            set(&mut inner.used, b, true);
+            inner.used_count += 1;
+            inner.nblocks = inner.nblocks.max(b + 1);
+        }
+        Ok(BlockAlloc { inner: Mutex::new(inner) })
+    }
+
+    /// Hands out a free block. `fresh` blocks may be reused as soon as they
+    /// are freed; checkpoint blocks are not fresh.
+    pub(crate) fn allocate(&self, fresh: bool) -> u64 {
+        let mut g = self.inner.lock();
+        let n = g.nblocks;
+        let mut found = None;
+        if g.used_count < n {
+            // Scan 64 blocks per word from the hint, wrapping once.
+            let words = n.div_ceil(64);
+            let start = g.hint / 64;
+            for k in 0..=words {
+                let w = (start + k) % words;
+                let word = g.used.get(w as usize).copied().unwrap_or(0);
+                if word != u64::MAX {
+                    let b = w * 64 + u64::from((!word).trailing_zeros());
+                    if b < n && b >= META_BLOCKS {
+                        found = Some(b);
+                        break;
+                    }
+                }
+            }
+        }
+        let b = found.unwrap_or_else(|| {
+            g.nblocks += 1;
+            g.nblocks - 1
+        });
+        set(&mut g.used, b, true);
+        if fresh {
+            set(&mut g.fresh, b, true);
+        }
+        g.used_count += 1;
+        g.hint = b + 1;
+        b
+    }
+
+    /// The checkpoint adopted `b`: it is no longer reusable on free.
+    pub(crate) fn unfresh(&self, b: u64) {
+        set(&mut self.inner.lock().fresh, b, false);
+    }
+
+    /// Frees `b`, freed during epoch `epoch`.
+    pub(crate) fn free(&self, b: u64, epoch: u64) {
+        if b < META_BLOCKS {
+            return;
+        }
+        let mut g = self.inner.lock();
+        debug_assert!(bit(&g.used, b), "double free of block {b}");
+        if bit(&g.fresh, b) {
+            set(&mut g.fresh, b, false);
+            set(&mut g.used, b, false);
+            g.used_count -= 1;
+            g.hint = g.hint.min(b);
+        } else {
+            g.limbo.push((epoch, b));
+        }
+    }
+
+    /// Checkpoint `epoch` is durable: blocks freed up to that epoch are free.
+    pub(crate) fn release_through(&self, epoch: u64) {
+        let mut g = self.inner.lock();
+        let limbo = std::mem::take(&mut g.limbo);
+        for (e, b) in limbo {
+            if e <= epoch {
+                set(&mut g.used, b, false);
+                g.used_count -= 1;
+                g.hint = g.hint.min(b);
+            } else {
+                g.limbo.push((e, b));
+            }
+        }
+    }
+
+    /// Called at a checkpoint cut: every block allocated so far is
+    /// referenced by the image being checkpointed.
+    pub(crate) fn clear_fresh(&self) {
+        self.inner.lock().fresh.fill(0);
+    }
+
+    pub(crate) fn stats(&self) -> AllocStats {
+        let g = self.inner.lock();
+        AllocStats { file_blocks: g.nblocks, free_blocks: g.nblocks - g.used_count, limbo_blocks: g.limbo.len() as u64 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_blocks_recycle_at_once_others_wait_for_their_checkpoint() {
+        let a = BlockAlloc::new([2, 3]).unwrap();
+        let f = a.allocate(true);
+        assert_eq!(f, 4);
+        a.free(f, 7);
+        assert_eq!(a.allocate(true), 4, "fresh block reused immediately");
+        a.free(2, 7);
+        assert_eq!(a.allocate(false), 5, "durable block must wait in limbo");
+        a.release_through(6);
+        assert_eq!(a.allocate(false), 6);
+        a.release_through(7);
+        assert_eq!(a.allocate(false), 2);
+    }
+
+    #[test]
+    fn duplicate_owner_is_reported() {
+        assert_eq!(BlockAlloc::new([5, 6, 5]).err(), Some(5));
+        assert_eq!(BlockAlloc::new([1]).err(), Some(1));
+    }
+}

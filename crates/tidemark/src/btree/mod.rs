@@ -1,0 +1,424 @@
+//! The B+tree: ordered byte-string keys and values over the buffer pool.
+//!
+//! Concurrency is latch coupling, top-down only: a thread latches a child
+//! before releasing its parent and never latches upwards, so tree latches
+//! cannot deadlock. A write first descends with shared latches and takes
+//! only the leaf exclusively (optimistic); if the leaf must split, it
+//! retries holding exclusive latches from the highest node that might have
+//! to absorb a split down to the leaf (pessimistic). A table's root keeps
+//! its page id forever: when it splits, its content moves to a new child.
+//!
+//! Leaves are not merged when they empty; an empty leaf costs one page and
+//! is skipped by range scans.
+
+pub(crate) mod node;
+pub(crate) mod overflow;
+
+use std::ops::Bound;
+
+use crate::cache::{BufferPool, PageRead, PageWrite};
+use crate::error::{Error, Result};
+use crate::page;
+use crate::pager::Pager;
+use node::LeafValue;
+
+/// Deepest tree we follow. A corrupted file with a cycle of branch pages
+/// would otherwise loop forever; 16-KiB pages reach 2 TiB in 5 levels.
+const MAX_DEPTH: usize = 32;
+/// Worst-case separator cell a branch may have to take in a split.
+const MAX_BRANCH_CELL: usize = 10 + node::MAX_KEY_SIZE;
+
+/// A value as stored in a leaf, detached from the page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StoredValue {
+    Inline(Vec<u8>),
+    Overflow { len: u64, index_pid: u64 },
+}
+
+impl StoredValue {
+    fn from_leaf(v: LeafValue<'_>) -> Self {
+        match v {
+            LeafValue::Inline(b) => StoredValue::Inline(b.to_vec()),
+            LeafValue::Overflow { len, index_pid } => StoredValue::Overflow { len, index_pid },
+        }
+    }
+    fn as_leaf(&self) -> LeafValue<'_> {
+        match self {
+            StoredValue::Inline(b) => LeafValue::Inline(b),
+            StoredValue::Overflow { len, index_pid } => LeafValue::Overflow { len: *len, index_pid: *index_pid },
+        }
+    }
+}
+
+/// One leaf's worth of a range scan, and where the next one starts.
+pub(crate) struct LeafBatch {
+    pub(crate) entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// For a forward fetch: the lowest key of the next leaf (its fence);
+    /// for a backward fetch: this leaf's lowest possible key. `None` at the
+    /// end of the tree.
+    pub(crate) fence: Option<Vec<u8>>,
+}
+
+pub(crate) struct Tree<'a> {
+    pub(crate) pager: &'a Pager,
+    pub(crate) pool: &'a BufferPool,
+    pub(crate) root: u64,
+}
+
+pub(crate) fn in_lower(key: &[u8], lo: &Bound<Vec<u8>>) -> bool {
+    match lo {
+        Bound::Included(b) => key >= b.as_slice(),
+        Bound::Excluded(b) => key > b.as_slice(),
+        Bound::Unbounded => true,
+    }
+}
+pub(crate) fn in_upper(key: &[u8], hi: &Bound<Vec<u8>>) -> bool {
+    match hi {
+        Bound::Included(b) => key <= b.as_slice(),
+        Bound::Excluded(b) => key < b.as_slice(),
+        Bound::Unbounded => true,
+    }
+}
+
+fn check_child_level(parent: &[u8], child: &[u8], pid: u64) -> Result<()> {
+    if page::level(child) + 1 != page::level(parent) {
+        return Err(Error::corruption(pid, format!("level {} under a level-{} branch", page::level(child), page::level(parent))));
+    }
+    Ok(())
+}
+
+impl<'a> Tree<'a> {
+    fn read_value(&self, v: LeafValue<'_>) -> Result<Vec<u8>> {
+        match v {
+            LeafValue::Inline(b) => Ok(b.to_vec()),
+            LeafValue::Overflow { len, index_pid } => overflow::read(self.pager, index_pid, len),
+        }
+    }
+
+    /// Descends with shared latches, choosing the child with `pick`, and
+    /// returns the leaf. `pick` gets the branch bytes and returns a child index.
+    fn descend_shared(&self, mut pick: impl FnMut(&[u8]) -> usize) -> Result<PageRead<'a>> {
+        let mut g = self.pool.fix_shared(self.pager, self.root)?;
+        for _ in 0..MAX_DEPTH {
+            if node::is_leaf(g.bytes()) {
+                return Ok(g);
+            }
+            let c = node::child(g.bytes(), pick(g.bytes()));
+            let cg = self.pool.fix_shared(self.pager, c)?;
+            check_child_level(g.bytes(), cg.bytes(), c)?;
+            g = cg;
+        }
+        Err(Error::corruption(self.root, "tree deeper than the depth limit (cycle?)"))
+    }
+
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let leaf = self.descend_shared(|b| node::child_index(b, key))?;
+        match node::search(leaf.bytes(), key) {
+            Ok(i) => Ok(Some(self.read_value(node::leaf_value(leaf.bytes(), i))?)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Inserts or replaces; returns the previous value as stored.
+    pub(crate) fn put(&self, key: &[u8], value: &StoredValue) -> Result<Option<StoredValue>> {
+        let cell = node::encode_leaf_cell(key, value.as_leaf());
+        if let Some(old) = self.put_optimistic(key, &cell)? {
+            return Ok(old);
+        }
+        self.put_pessimistic(key, &cell)
+    }
+
+    /// Puts into the leaf if it fits: `Some(previous)`; `None` if it must split.
+    fn leaf_put(w: &mut PageWrite<'_>, key: &[u8], cell: &[u8]) -> Result<Option<Option<StoredValue>>> {
+        match node::search(w.bytes(), key) {
+            Ok(i) => {
+                let old = StoredValue::from_leaf(node::leaf_value(w.bytes(), i));
+                if node::free_space(w.bytes()) + node::cell(w.bytes(), i).len() < cell.len() {
+                    return Ok(None);
+                }
+                let b = w.bytes_mut()?;
+                node::remove(b, i);
+                let ok = node::insert_cell(b, i, cell);
+                debug_assert!(ok, "space was checked before removing");
+                Ok(Some(Some(old)))
+            }
+            Err(i) => {
+                if !node::can_insert(w.bytes(), cell.len()) {
+                    return Ok(None);
+                }
+                let ok = node::insert_cell(w.bytes_mut()?, i, cell);
+                debug_assert!(ok, "space was checked");
+                Ok(Some(None))
+            }
+        }
+    }
+
+    fn leaf_fits(bytes: &[u8], key: &[u8], cell: &[u8]) -> bool {
+        match node::search(bytes, key) {
+            Ok(i) => node::free_space(bytes) + node::cell(bytes, i).len() >= cell.len(),
+            Err(_) => node::can_insert(bytes, cell.len()),
+        }
+    }
+
+    fn put_optimistic(&self, key: &[u8], cell: &[u8]) -> Result<Option<Option<StoredValue>>> {
+        let mut g = self.pool.fix_shared(self.pager, self.root)?;
+        if node::is_leaf(g.bytes()) {
+            drop(g);
+            let mut w = self.pool.fix_exclusive(self.pager, self.root)?;
+            if !node::is_leaf(w.bytes()) {
+                return Ok(None);
+            }
+            return Self::leaf_put(&mut w, key, cell);
+        }
+        for _ in 0..MAX_DEPTH {
+            let c = node::child(g.bytes(), node::child_index(g.bytes(), key));
+            if page::level(g.bytes()) == 1 {
+                let mut w = self.pool.fix_exclusive(self.pager, c)?;
+                check_child_level(g.bytes(), w.bytes(), c)?;
+                drop(g);
+                return Self::leaf_put(&mut w, key, cell);
+            }
+            let cg = self.pool.fix_shared(self.pager, c)?;
+            check_child_level(g.bytes(), cg.bytes(), c)?;
+            g = cg;
+        }
+        Err(Error::corruption(self.root, "tree deeper than the depth limit (cycle?)"))
+    }
+
+    fn put_pessimistic(&self, key: &[u8], cell: &[u8]) -> Result<Option<StoredValue>> {
+        // `path` holds the ancestors that may have to take a separator, each
+        // with the index of the child we went down.
+        let mut path: Vec<(PageWrite<'a>, usize)> = Vec::new();
+        let mut w = self.pool.fix_exclusive(self.pager, self.root)?;
+        let mut depth = 0;
+        while !node::is_leaf(w.bytes()) {
+            depth += 1;
+            if depth > MAX_DEPTH {
+                return Err(Error::corruption(self.root, "tree deeper than the depth limit (cycle?)"));
+            }
+            let idx = node::child_index(w.bytes(), key);
+            let c = node::child(w.bytes(), idx);
+            let cw = self.pool.fix_exclusive(self.pager, c)?;
+            check_child_level(w.bytes(), cw.bytes(), c)?;
+            let safe = if node::is_leaf(cw.bytes()) {
+                Self::leaf_fits(cw.bytes(), key, cell)
+            } else {
+                node::can_insert(cw.bytes(), MAX_BRANCH_CELL)
+            };
+            path.push((w, idx));
+            if safe {
+                path.clear();
+            }
+            w = cw;
+        }
+        if let Some(old) = Self::leaf_put(&mut w, key, cell)? {
+            return Ok(old);
+        }
+        // The leaf must split.
+        let (i, replace, old) = match node::search(w.bytes(), key) {
+            Ok(i) => (i, true, Some(StoredValue::from_leaf(node::leaf_value(w.bytes(), i)))),
+            Err(i) => (i, false, None),
+        };
+        self.split_upwards(w, path, i, cell.to_vec(), replace)?;
+        Ok(old)
+    }
+
+    /// Splits `cur`, which cannot take `pending` at index `i`, and carries
+    /// separators up `path` until one ancestor absorbs it.
+    fn split_upwards(&self, mut cur: PageWrite<'a>, mut path: Vec<(PageWrite<'a>, usize)>, mut i: usize, mut pending: Vec<u8>, mut replace: bool) -> Result<()> {
+        loop {
+            if path.is_empty() {
+                // `cur` is the root: move its content into a new child and
+                // make the root a branch one level higher over it.
+                debug_assert_eq!(cur.pid(), self.root);
+                let lpid = self.pager.alloc_pid()?;
+                let mut l = self.pool.new_page(self.pager, lpid)?;
+                let lb = l.bytes_mut()?;
+                lb.copy_from_slice(cur.bytes());
+                page::set_id(lb, lpid);
+                let level = page::level(cur.bytes());
+                node::init_branch(cur.bytes_mut()?, self.root, level + 1, lpid);
+                path.push((cur, 0));
+                cur = l;
+            }
+            let rpid = self.pager.alloc_pid()?;
+            let mut r = self.pool.new_page(self.pager, rpid)?;
+            let sep = if node::is_leaf(cur.bytes()) {
+                node::split_leaf(cur.bytes_mut()?, r.bytes_mut()?, rpid, i, &pending, replace)
+            } else {
+                node::split_branch(cur.bytes_mut()?, r.bytes_mut()?, rpid, i, &pending)
+            };
+            drop(r);
+            drop(cur);
+            // `path` is non-empty: the root case above pushed onto it.
+            let Some((mut parent, pidx)) = path.pop() else {
+                unreachable!("split path lost its parent")
+            };
+            let pcell = node::encode_branch_cell(&sep, rpid);
+            if node::can_insert(parent.bytes(), pcell.len()) {
+                let ok = node::insert_cell(parent.bytes_mut()?, pidx, &pcell);
+                debug_assert!(ok);
+                return Ok(());
+            }
+            cur = parent;
+            pending = pcell;
+            i = pidx;
+            replace = false;
+        }
+    }
+
+    /// Removes `key`; returns the value as it was stored.
+    pub(crate) fn delete(&self, key: &[u8]) -> Result<Option<StoredValue>> {
+        let mut g = self.pool.fix_shared(self.pager, self.root)?;
+        let mut w = if node::is_leaf(g.bytes()) {
+            drop(g);
+            let w = self.pool.fix_exclusive(self.pager, self.root)?;
+            if !node::is_leaf(w.bytes()) {
+                drop(w);
+                return self.delete(key);
+            }
+            w
+        } else {
+            let mut depth = 0;
+            loop {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(Error::corruption(self.root, "tree deeper than the depth limit (cycle?)"));
+                }
+                let c = node::child(g.bytes(), node::child_index(g.bytes(), key));
+                if page::level(g.bytes()) == 1 {
+                    let w = self.pool.fix_exclusive(self.pager, c)?;
+                    check_child_level(g.bytes(), w.bytes(), c)?;
+                    break w;
+                }
+                let cg = self.pool.fix_shared(self.pager, c)?;
+                check_child_level(g.bytes(), cg.bytes(), c)?;
+                g = cg;
+            }
+        };
+        match node::search(w.bytes(), key) {
+            Ok(i) => {
+                let old = StoredValue::from_leaf(node::leaf_value(w.bytes(), i));
+                node::remove(w.bytes_mut()?, i);
+                Ok(Some(old))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Entries of the leaf holding the lowest keys within `lo`, up to `hi`.
+    pub(crate) fn fetch_forward(&self, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Result<LeafBatch> {
+        let mut fence: Option<Vec<u8>> = None;
+        let leaf = self.descend_shared(|b| {
+            let idx = match lo {
+                Bound::Unbounded => 0,
+                Bound::Included(k) | Bound::Excluded(k) => node::child_index(b, k),
+            };
+            if idx < page::count(b) {
+                fence = Some(node::key(b, idx).to_vec());
+            }
+            idx
+        })?;
+        let b = leaf.bytes();
+        let start = match lo {
+            Bound::Unbounded => 0,
+            Bound::Included(k) => node::search(b, k).unwrap_or_else(|i| i),
+            Bound::Excluded(k) => node::search(b, k).map_or_else(|i| i, |i| i + 1),
+        };
+        let mut entries = Vec::new();
+        for i in start..page::count(b) {
+            let k = node::key(b, i);
+            if !in_upper(k, hi) {
+                return Ok(LeafBatch { entries, fence: None });
+            }
+            entries.push((k.to_vec(), self.read_value(node::leaf_value(b, i))?));
+        }
+        if fence.as_ref().is_some_and(|f| !in_upper(f, hi)) {
+            fence = None;
+        }
+        Ok(LeafBatch { entries, fence })
+    }
+
+    /// Entries of the leaf holding the highest keys within `hi`, down to
+    /// `lo`, highest first.
+    pub(crate) fn fetch_backward(&self, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Result<LeafBatch> {
+        let mut fence: Option<Vec<u8>> = None;
+        let leaf = self.descend_shared(|b| {
+            let idx = match hi {
+                Bound::Unbounded => page::count(b),
+                Bound::Included(k) => node::child_index(b, k),
+                Bound::Excluded(k) => node::child_index_below(b, k),
+            };
+            if idx > 0 {
+                fence = Some(node::key(b, idx - 1).to_vec());
+            }
+            idx
+        })?;
+        let b = leaf.bytes();
+        let end = match hi {
+            Bound::Unbounded => page::count(b),
+            Bound::Included(k) => node::search(b, k).map_or_else(|i| i, |i| i + 1),
+            Bound::Excluded(k) => node::search(b, k).unwrap_or_else(|i| i),
+        };
+        let mut entries = Vec::new();
+        for i in (0..end).rev() {
+            let k = node::key(b, i);
+            if !in_lower(k, lo) {
+                return Ok(LeafBatch { entries, fence: None });
+            }
+            entries.push((k.to_vec(), self.read_value(node::leaf_value(b, i))?));
+        }
+        // Every key of the next leaf is below the fence: stop once the fence
+        // is at or below the lower bound.
+        if let (Some(f), Bound::Included(l) | Bound::Excluded(l)) = (&fence, lo) {
+            if f <= l {
+                fence = None;
+            }
+        }
+        Ok(LeafBatch { entries, fence })
+    }
+
+    /// Visits every page of the tree (and its overflow pages), children
+    /// before parents, passing each page id to `f`.
+    pub(crate) fn for_each_page(&self, f: &mut dyn FnMut(u64) -> Result<()>) -> Result<()> {
+        self.walk(self.root, 0, f)
+    }
+
+    fn walk(&self, pid: u64, depth: usize, f: &mut dyn FnMut(u64) -> Result<()>) -> Result<()> {
+        if depth > MAX_DEPTH {
+            return Err(Error::corruption(pid, "tree deeper than the depth limit (cycle?)"));
+        }
+        let (children, overflows) = {
+            let g = self.pool.fix_shared(self.pager, pid)?;
+            let b = g.bytes();
+            if node::is_leaf(b) {
+                let ov = (0..page::count(b))
+                    .filter_map(|i| match node::leaf_value(b, i) {
+                        LeafValue::Overflow { len, index_pid } => Some((len, index_pid)),
+                        LeafValue::Inline(_) => None,
+                    })
+                    .collect();
+                (Vec::new(), ov)
+            } else {
+                ((0..=page::count(b)).map(|i| node::child(b, i)).collect::<Vec<_>>(), Vec::new())
+            }
+        };
+        for c in children {
+            self.walk(c, depth + 1, f)?;
+        }
+        for (len, index_pid) in overflows {
+            for p in overflow::pages(self.pager, index_pid, len)? {
+                f(p)?;
+            }
+        }
+        f(pid)
+    }
+
+    /// Frees a value's overflow pages, if it had any.
+    pub(crate) fn free_value(&self, v: &StoredValue) -> Result<()> {
+        if let StoredValue::Overflow { len, index_pid } = v {
+            overflow::free(self.pager, *index_pid, *len)?;
+        }
+        Ok(())
+    }
+}

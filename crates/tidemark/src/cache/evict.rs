@@ -1,0 +1,102 @@
+//! Choosing and evicting victims (CLOCK), and the background workers.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::{BufferPool, FrameData, FrameState};
+use crate::error::Result;
+use crate::pager::{Pager, Pending};
+use crate::pagemap::NO_FRAME;
+
+/// Frames an application thread examines when it helps above a trigger:
+/// bounded work per operation, whatever the cache size.
+pub(crate) const APP_EXAMINE_MAX: usize = 64;
+/// How long an idle worker sleeps before rechecking on its own.
+const WORKER_IDLE: Duration = Duration::from_millis(50);
+
+/// Runs the CLOCK hand over at most `max_examine` frames and evicts the
+/// first page that is neither referenced nor latched (only dirty ones when
+/// `dirty_only`). Returns the emptied frame, still counted as used and not
+/// on the free list: the caller takes it or releases it.
+pub(crate) fn evict_one(pool: &BufferPool, pager: &Pager, dirty_only: bool, max_examine: usize) -> Result<Option<u32>> {
+    let n = pool.frames.len();
+    for _ in 0..max_examine {
+        let i = pool.hand.fetch_add(1, Ordering::Relaxed) % n;
+        let frame = &pool.frames[i];
+        if frame.referenced.swap(false, Ordering::Relaxed) {
+            pool.counters.examined.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        let Some(mut g) = frame.latch.try_write() else {
+            pool.counters.examined.fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
+        if g.state != FrameState::Page {
+            continue;
+        }
+        pool.counters.examined.fetch_add(1, Ordering::Relaxed);
+        if dirty_only && !g.dirty {
+            continue;
+        }
+        if g.dirty {
+            if let Err(e) = write_out(pool, pager, &mut g) {
+                pool.counters.eviction_errors.fetch_add(1, Ordering::Relaxed);
+                return Err(e);
+            }
+            pool.counters.evicted_dirty.fetch_add(1, Ordering::Relaxed);
+        } else {
+            pool.counters.evicted_clean.fetch_add(1, Ordering::Relaxed);
+        }
+        pager.map.set_frame(g.pid, NO_FRAME);
+        g.state = FrameState::Free;
+        g.pid = 0;
+        return Ok(Some(i as u32));
+    }
+    Ok(None)
+}
+
+/// Writes a dirty page to a new block and maps it there (copy-on-write:
+/// the block it came from is never overwritten). If the page still holds
+/// content owed to the running checkpoint, the checkpoint adopts this block.
+pub(crate) fn write_out(pool: &BufferPool, pager: &Pager, g: &mut FrameData) -> Result<()> {
+    debug_assert!(g.dirty && g.state == FrameState::Page);
+    let b = pager.write_new_block(&mut g.buf, true)?;
+    let mut st = pager.state.lock();
+    if g.dirty_epoch < st.epoch {
+        pager.alloc.unfresh(b);
+        if let Some(r) = st.running.as_mut() {
+            r.pending.insert(g.pid, Pending::Written(b));
+        }
+    }
+    pager.set_mapping_locked(&mut st, g.pid, b);
+    drop(st);
+    g.dirty = false;
+    pool.dirty.fetch_sub(1, Ordering::AcqRel);
+    Ok(())
+}
+
+/// Body of a background eviction worker: keeps usage under
+/// `eviction_target` and dirty pages under `eviction_dirty_target`.
+pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
+    while !pool.shutdown.load(Ordering::Acquire) {
+        let used = pool.used.load(Ordering::Relaxed);
+        let dirty = pool.dirty.load(Ordering::Relaxed);
+        let over_used = used > pool.cfg.target;
+        if !over_used && dirty <= pool.cfg.dirty_target {
+            let mut w = pool.wake.lock();
+            if !*w {
+                pool.wake_cv.wait_for(&mut w, WORKER_IDLE);
+            }
+            *w = false;
+            continue;
+        }
+        match evict_one(pool, pager, !over_used, pool.frames.len()) {
+            Ok(Some(fi)) => {
+                let g = pool.frames[fi as usize].latch.write();
+                pool.release_frame(fi, g);
+            }
+            Ok(None) => std::thread::yield_now(),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}

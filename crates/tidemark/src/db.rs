@@ -1,0 +1,669 @@
+//! The public API: [`Builder`], [`Database`], [`Table`], [`WriteBatch`],
+//! [`Range`].
+
+use std::collections::VecDeque;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::btree::{overflow, StoredValue};
+use crate::btree::node::{self, MAX_KEY_SIZE};
+use crate::cache::{self, PoolConfig, MIN_FRAMES};
+use crate::checkpoint::{self, CheckpointInfo};
+use crate::engine::{Engine, CATALOG_ROOT};
+use crate::error::{Error, Result};
+use crate::io::{FileSystem, OsFileSystem};
+use crate::page::PAGE_SIZE;
+use crate::stats::Stats;
+use crate::verify::{self, VerifyReport};
+
+/// Largest value, in bytes.
+pub const MAX_VALUE_SIZE: usize = 16 * 1024 * 1024;
+/// Longest table name, in bytes.
+pub const MAX_TABLE_NAME: usize = 255;
+
+/// Opens or creates a database with chosen options.
+///
+/// ```no_run
+/// let db = tidemark::Builder::new().cache_size(64 << 20).open("data/app")?;
+/// # Ok::<(), tidemark::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Builder {
+    cache_size: usize,
+    eviction_target: u8,
+    eviction_trigger: u8,
+    eviction_dirty_target: u8,
+    eviction_dirty_trigger: u8,
+    eviction_threads: usize,
+    checkpoint_interval: Option<Duration>,
+    fs: Arc<dyn FileSystem>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("cache_size", &self.cache_size)
+            .field("eviction_target", &self.eviction_target)
+            .field("eviction_trigger", &self.eviction_trigger)
+            .field("eviction_dirty_target", &self.eviction_dirty_target)
+            .field("eviction_dirty_trigger", &self.eviction_dirty_trigger)
+            .field("eviction_threads", &self.eviction_threads)
+            .field("checkpoint_interval", &self.checkpoint_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    /// Defaults: 256 MiB cache, eviction target/trigger 80/95 %, dirty
+    /// target/trigger 5/20 %, one eviction worker, a checkpoint every 60 s.
+    pub fn new() -> Self {
+        Builder {
+            cache_size: 256 << 20,
+            eviction_target: 80,
+            eviction_trigger: 95,
+            eviction_dirty_target: 5,
+            eviction_dirty_trigger: 20,
+            eviction_threads: 1,
+            checkpoint_interval: Some(Duration::from_secs(60)),
+            fs: Arc::new(OsFileSystem),
+        }
+    }
+    /// Bytes of page memory; at least 64 pages (1 MiB).
+    pub fn cache_size(mut self, bytes: usize) -> Self {
+        self.cache_size = bytes;
+        self
+    }
+    /// Background eviction keeps cache usage below this percent.
+    pub fn eviction_target(mut self, pct: u8) -> Self {
+        self.eviction_target = pct;
+        self
+    }
+    /// Above this percent, application threads evict before continuing.
+    pub fn eviction_trigger(mut self, pct: u8) -> Self {
+        self.eviction_trigger = pct;
+        self
+    }
+    /// Background eviction keeps dirty pages below this percent.
+    pub fn eviction_dirty_target(mut self, pct: u8) -> Self {
+        self.eviction_dirty_target = pct;
+        self
+    }
+    /// Above this percent of dirty pages, application threads evict.
+    pub fn eviction_dirty_trigger(mut self, pct: u8) -> Self {
+        self.eviction_dirty_trigger = pct;
+        self
+    }
+    /// Number of background eviction workers (0 leaves all eviction to
+    /// application threads).
+    pub fn eviction_threads(mut self, n: usize) -> Self {
+        self.eviction_threads = n;
+        self
+    }
+    /// Periodic checkpoint interval; `None` checkpoints only on demand and
+    /// at close.
+    pub fn checkpoint_interval(mut self, every: Option<Duration>) -> Self {
+        self.checkpoint_interval = every;
+        self
+    }
+    /// Replaces the file layer (fault injection in tests).
+    pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
+        self.fs = fs;
+        self
+    }
+
+    fn pool_config(&self) -> Result<PoolConfig> {
+        let frames = self.cache_size / PAGE_SIZE;
+        if frames < MIN_FRAMES {
+            return Err(Error::InvalidOption(format!("cache_size must be at least {} bytes", MIN_FRAMES * PAGE_SIZE)));
+        }
+        let pct = |p: u8| frames * usize::from(p) / 100;
+        let (t, tr, d, dtr) = (self.eviction_target, self.eviction_trigger, self.eviction_dirty_target, self.eviction_dirty_trigger);
+        if !(t > 0 && t < tr && tr <= 100) {
+            return Err(Error::InvalidOption(format!("need 0 < eviction_target ({t}) < eviction_trigger ({tr}) <= 100")));
+        }
+        if !(d > 0 && d < dtr && dtr <= 100 && dtr <= tr) {
+            return Err(Error::InvalidOption(format!("need 0 < eviction_dirty_target ({d}) < eviction_dirty_trigger ({dtr}) <= eviction_trigger")));
+        }
+        Ok(PoolConfig { frames, target: pct(t), trigger: pct(tr), dirty_target: pct(d).max(1), dirty_trigger: pct(dtr).max(2) })
+    }
+
+    /// Opens the database in directory `path`, creating it if needed.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<Database> {
+        let cfg = self.pool_config()?;
+        let engine = Arc::new(Engine::open(path.as_ref(), &*self.fs, cfg)?);
+        let shared = Arc::new(Shared { stop: Mutex::new(false), cv: Condvar::new() });
+        let mut threads = Vec::new();
+        for i in 0..self.eviction_threads {
+            let e = engine.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("tidemark-evict-{i}"))
+                    .spawn(move || cache::run_eviction_worker(&e.pool, &e.pager))?,
+            );
+        }
+        if let Some(every) = self.checkpoint_interval {
+            let (e, s) = (engine.clone(), shared.clone());
+            threads.push(std::thread::Builder::new().name("tidemark-checkpoint".into()).spawn(move || {
+                let mut stop = s.stop.lock();
+                while !*stop {
+                    if s.cv.wait_for(&mut stop, every).timed_out() && !*stop {
+                        drop(stop);
+                        // A failure stops writes and is reported to writers.
+                        let _ = checkpoint::checkpoint(&e);
+                        stop = s.stop.lock();
+                    }
+                }
+            })?);
+        }
+        Ok(Database {
+            inner: Arc::new(Inner { engine, shared, threads: Mutex::new(threads), path: path.as_ref().to_path_buf(), closed: AtomicBool::new(false) }),
+        })
+    }
+}
+
+struct Shared {
+    stop: Mutex<bool>,
+    cv: Condvar,
+}
+
+struct Inner {
+    engine: Arc<Engine>,
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    path: PathBuf,
+    closed: AtomicBool,
+}
+
+impl Inner {
+    fn shutdown(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        *self.shared.stop.lock() = true;
+        self.shared.cv.notify_all();
+        self.engine.pool.shutdown.store(true, Ordering::Release);
+        self.engine.pool.wake_workers();
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        if self.engine.pager.check_writable().is_ok() {
+            checkpoint::checkpoint(&self.engine)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Errors at drop cannot be returned; `Database::close` reports them.
+        let _ = self.shutdown();
+    }
+}
+
+/// An open database. Cheap to clone; all clones share one engine. The last
+/// clone to drop checkpoints and closes it (use [`Database::close`] to see
+/// errors).
+#[derive(Clone)]
+pub struct Database {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database").field("path", &self.inner.path).finish_non_exhaustive()
+    }
+}
+
+/// One operation of a [`WriteBatch`].
+#[derive(Debug, Clone)]
+enum Op {
+    Put { table: String, key: Vec<u8>, value: Vec<u8> },
+    Delete { table: String, key: Vec<u8> },
+}
+
+/// Puts and deletes across tables, applied together by [`Database::write`].
+///
+/// The batch is checked whole before anything is applied (sizes, tables);
+/// a checkpoint contains all of it or none of it.
+#[derive(Debug, Clone, Default)]
+pub struct WriteBatch {
+    ops: Vec<Op>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds a put of `key` = `value` into `table`.
+    pub fn put(&mut self, table: &str, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
+        self.ops.push(Op::Put { table: table.to_string(), key: key.as_ref().to_vec(), value: value.as_ref().to_vec() });
+        self
+    }
+    /// Adds a delete of `key` from `table`.
+    pub fn delete(&mut self, table: &str, key: impl AsRef<[u8]>) -> &mut Self {
+        self.ops.push(Op::Delete { table: table.to_string(), key: key.as_ref().to_vec() });
+        self
+    }
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    /// Whether the batch has no operations.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() || key.len() > MAX_KEY_SIZE {
+        return Err(Error::KeySize { len: key.len(), max: MAX_KEY_SIZE });
+    }
+    Ok(())
+}
+fn check_value(v: &[u8]) -> Result<()> {
+    if v.len() > MAX_VALUE_SIZE {
+        return Err(Error::ValueTooLarge { len: v.len(), max: MAX_VALUE_SIZE });
+    }
+    Ok(())
+}
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_TABLE_NAME {
+        return Err(Error::InvalidTableName(name.to_string()));
+    }
+    Ok(())
+}
+fn decode_root(name: &str, v: &[u8]) -> Result<u64> {
+    let b: [u8; 8] = v.try_into().map_err(|_| Error::corruption(CATALOG_ROOT, format!("catalog entry for {name:?} is {} bytes", v.len())))?;
+    Ok(u64::from_le_bytes(b))
+}
+
+impl Database {
+    /// Opens or creates the database at `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Database> {
+        Builder::new().open(path)
+    }
+
+    /// A builder for options.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    fn lookup_root(&self, name: &str) -> Result<Option<u64>> {
+        match self.engine().tree(CATALOG_ROOT).get(name.as_bytes())? {
+            Some(v) => Ok(Some(decode_root(name, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Creates table `name`; [`Error::TableExists`] if it exists.
+    pub fn create_table(&self, name: &str) -> Result<Table> {
+        check_name(name)?;
+        let e = self.engine();
+        e.pager.check_writable()?;
+        let _c = e.catalog_lock.lock();
+        if self.lookup_root(name)?.is_some() {
+            return Err(Error::TableExists(name.to_string()));
+        }
+        e.pool.help_if_over_trigger(&e.pager);
+        let _in = e.gate.enter();
+        let root = e.pager.alloc_pid()?;
+        let mut w = e.pool.new_page(&e.pager, root)?;
+        node::init_leaf(w.bytes_mut()?, root);
+        drop(w);
+        e.tree(CATALOG_ROOT).put(name.as_bytes(), &StoredValue::Inline(root.to_le_bytes().to_vec()))?;
+        Ok(Table { db: self.clone(), name: name.into(), root })
+    }
+
+    /// Opens table `name`; [`Error::TableNotFound`] if it does not exist.
+    pub fn open_table(&self, name: &str) -> Result<Table> {
+        check_name(name)?;
+        match self.lookup_root(name)? {
+            Some(root) => Ok(Table { db: self.clone(), name: name.into(), root }),
+            None => Err(Error::TableNotFound(name.to_string())),
+        }
+    }
+
+    /// Opens table `name`, creating it if it does not exist.
+    pub fn table(&self, name: &str) -> Result<Table> {
+        match self.open_table(name) {
+            Err(Error::TableNotFound(_)) => match self.create_table(name) {
+                Err(Error::TableExists(_)) => self.open_table(name),
+                r => r,
+            },
+            r => r,
+        }
+    }
+
+    /// Drops table `name` and frees its pages. Handles to it return
+    /// [`Error::TableDropped`] afterwards.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        check_name(name)?;
+        let e = self.engine();
+        e.pager.check_writable()?;
+        let _c = e.catalog_lock.lock();
+        let root = self.lookup_root(name)?.ok_or_else(|| Error::TableNotFound(name.to_string()))?;
+        let _in = e.gate.enter();
+        let mut pages = Vec::new();
+        e.tree(root).for_each_page(&mut |p| {
+            pages.push(p);
+            Ok(())
+        })?;
+        e.tree(CATALOG_ROOT).delete(name.as_bytes())?;
+        for p in pages {
+            e.pool.discard(&e.pager, p)?;
+            e.pager.free_pid(p);
+        }
+        Ok(())
+    }
+
+    /// Names of all tables, in order.
+    pub fn list_tables(&self) -> Result<Vec<String>> {
+        let t = Table { db: self.clone(), name: String::new(), root: CATALOG_ROOT };
+        t.iter()
+            .map(|r| r.map(|(k, _)| String::from_utf8_lossy(&k).into_owned()))
+            .collect()
+    }
+
+    /// Applies every operation of `batch`, or none if any is invalid.
+    pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+        let e = self.engine();
+        e.pager.check_writable()?;
+        let mut roots = std::collections::HashMap::new();
+        for op in &batch.ops {
+            let (table, key) = match op {
+                Op::Put { table, key, value } => {
+                    check_value(value)?;
+                    (table, key)
+                }
+                Op::Delete { table, key } => (table, key),
+            };
+            check_key(key)?;
+            if !roots.contains_key(table) {
+                let root = self.lookup_root(table)?.ok_or_else(|| Error::TableNotFound(table.clone()))?;
+                roots.insert(table.clone(), root);
+            }
+        }
+        e.pool.help_if_over_trigger(&e.pager);
+        let _in = e.gate.enter();
+        for op in &batch.ops {
+            match op {
+                Op::Put { table, key, value } => apply_put(e, roots[table], key, value)?,
+                Op::Delete { table, key } => {
+                    apply_delete(e, roots[table], key)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes everything written so far durable; see [`CheckpointInfo`].
+    pub fn checkpoint(&self) -> Result<CheckpointInfo> {
+        checkpoint::checkpoint(self.engine())
+    }
+
+    /// A snapshot of every counter.
+    pub fn stats(&self) -> Stats {
+        crate::stats::collect(self.engine())
+    }
+
+    /// Walks every table and checks checksums, key order and tree shape.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let mut tables = vec![(String::from("(catalog)"), CATALOG_ROOT)];
+        for name in self.list_tables()? {
+            if let Some(root) = self.lookup_root(&name)? {
+                tables.push((name, root));
+            }
+        }
+        Ok(verify::verify(self.engine(), &tables))
+    }
+
+    /// Stops background work, checkpoints and closes. Other clones of this
+    /// handle become unusable for writes.
+    pub fn close(self) -> Result<()> {
+        self.inner.shutdown()
+    }
+}
+
+fn apply_put(e: &Engine, root: u64, key: &[u8], value: &[u8]) -> Result<()> {
+    let stored = if node::fits_inline(key.len(), value.len()) {
+        StoredValue::Inline(value.to_vec())
+    } else {
+        StoredValue::Overflow { len: value.len() as u64, index_pid: overflow::write(&e.pager, value)? }
+    };
+    let tree = e.tree(root);
+    if let Some(old) = tree.put(key, &stored)? {
+        tree.free_value(&old)?;
+    }
+    Ok(())
+}
+
+fn apply_delete(e: &Engine, root: u64, key: &[u8]) -> Result<bool> {
+    let tree = e.tree(root);
+    match tree.delete(key)? {
+        Some(old) => {
+            tree.free_value(&old)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// A named table of ordered byte-string keys and values. Cheap to clone.
+#[derive(Clone)]
+pub struct Table {
+    db: Database,
+    name: String,
+    root: u64,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl Table {
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Fails if the table was dropped since this handle was opened.
+    fn check_live(&self) -> Result<()> {
+        if self.root == CATALOG_ROOT {
+            return Ok(());
+        }
+        match self.db.lookup_root(&self.name)? {
+            Some(r) if r == self.root => Ok(()),
+            _ => Err(Error::TableDropped(self.name.clone())),
+        }
+    }
+
+    fn map_dropped<T>(&self, r: Result<T>) -> Result<T> {
+        match r {
+            Err(Error::Corruption { .. }) if self.check_live().is_err() => Err(Error::TableDropped(self.name.clone())),
+            r => r,
+        }
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        self.map_dropped(self.db.engine().tree(self.root).get(key))
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        check_key(key)?;
+        check_value(value)?;
+        let e = self.db.engine();
+        e.pager.check_writable()?;
+        e.pool.help_if_over_trigger(&e.pager);
+        let _in = e.gate.enter();
+        self.map_dropped(apply_put(e, self.root, key, value))
+    }
+
+    /// Removes `key`; returns whether it was present.
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        check_key(key)?;
+        let e = self.db.engine();
+        e.pager.check_writable()?;
+        e.pool.help_if_over_trigger(&e.pager);
+        let _in = e.gate.enter();
+        self.map_dropped(apply_delete(e, self.root, key))
+    }
+
+    /// Entries with keys in `range`, in key order; iterate from both ends.
+    ///
+    /// ```no_run
+    /// # let db = tidemark::Database::open("x")?;
+    /// let t = db.table("t")?;
+    /// for kv in t.range::<&[u8], _>(b"a".as_slice()..b"m".as_slice()) { let (_k, _v) = kv?; }
+    /// for kv in t.range::<&[u8], _>(..).rev() { let (_k, _v) = kv?; }
+    /// # Ok::<(), tidemark::Error>(())
+    /// ```
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Range {
+        let own = |b: Bound<&K>| match b {
+            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        Range {
+            table: self.clone(),
+            lo: own(range.start_bound()),
+            hi: own(range.end_bound()),
+            front: VecDeque::new(),
+            back: VecDeque::new(),
+            front_done: false,
+            back_done: false,
+            last_front: None,
+            last_back: None,
+        }
+    }
+
+    /// All entries in key order.
+    pub fn iter(&self) -> Range {
+        self.range::<&[u8], _>(..)
+    }
+}
+
+/// A double-ended iterator over a key range. It reads one leaf at a time
+/// and holds no latch between calls, so it never blocks writers; it sees
+/// each key as of the moment its leaf was read.
+pub struct Range {
+    table: Table,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    front: VecDeque<(Vec<u8>, Vec<u8>)>,
+    back: VecDeque<(Vec<u8>, Vec<u8>)>,
+    front_done: bool,
+    back_done: bool,
+    last_front: Option<Vec<u8>>,
+    last_back: Option<Vec<u8>>,
+}
+
+impl Range {
+    fn crossed(&self, key: &[u8], from_front: bool) -> bool {
+        if from_front {
+            self.last_back.as_deref().is_some_and(|b| key >= b)
+        } else {
+            self.last_front.as_deref().is_some_and(|f| key <= f)
+        }
+    }
+
+    fn refill_front(&mut self) -> Result<()> {
+        while self.front.is_empty() && !self.front_done {
+            let batch = self.table.db.engine().tree(self.table.root).fetch_forward(&self.lo, &self.hi);
+            let batch = self.table.map_dropped(batch)?;
+            if let Some((k, _)) = batch.entries.last() {
+                self.lo = Bound::Excluded(k.clone());
+            }
+            // Every key of the next leaf is at or above the fence.
+            match batch.fence {
+                Some(f) => self.lo = Bound::Included(f),
+                None => self.front_done = true,
+            }
+            self.front.extend(batch.entries);
+        }
+        Ok(())
+    }
+
+    fn refill_back(&mut self) -> Result<()> {
+        while self.back.is_empty() && !self.back_done {
+            let batch = self.table.db.engine().tree(self.table.root).fetch_backward(&self.lo, &self.hi);
+            let batch = self.table.map_dropped(batch)?;
+            if let Some((k, _)) = batch.entries.last() {
+                self.hi = Bound::Excluded(k.clone());
+            }
+            match batch.fence {
+                Some(f) => self.hi = Bound::Excluded(f),
+                None => self.back_done = true,
+            }
+            self.back.extend(batch.entries);
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for Range {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Err(e) = self.refill_front() {
+            self.front_done = true;
+            self.front.clear();
+            return Some(Err(e));
+        }
+        let (k, v) = self.front.pop_front()?;
+        if self.crossed(&k, true) {
+            self.front.clear();
+            self.front_done = true;
+            return None;
+        }
+        self.last_front = Some(k.clone());
+        Some(Ok((k, v)))
+    }
+}
+
+impl DoubleEndedIterator for Range {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if let Err(e) = self.refill_back() {
+            self.back_done = true;
+            self.back.clear();
+            return Some(Err(e));
+        }
+        let (k, v) = self.back.pop_front()?;
+        if self.crossed(&k, false) {
+            self.back.clear();
+            self.back_done = true;
+            return None;
+        }
+        self.last_back = Some(k.clone());
+        Some(Ok((k, v)))
+    }
+}

@@ -1,0 +1,77 @@
+//! The error type every fallible tidemark call returns.
+
+use std::io;
+
+/// Result alias used throughout tidemark.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a tidemark call.
+///
+/// Bad bytes on disk are always [`Error::Corruption`], raised where the bytes
+/// are decoded; tidemark never panics on what it reads from a file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+    /// A page (or the meta page) failed its checksum or a structural check.
+    #[error("corruption in page {page}: {reason}")]
+    Corruption {
+        /// Logical page id (or block number for meta and map pages).
+        page: u64,
+        /// What check failed.
+        reason: String,
+    },
+    /// The file exists but is not a tidemark database, or is truncated.
+    #[error("not a tidemark database: {0}")]
+    NotADatabase(String),
+    /// A key longer than [`crate::MAX_KEY_SIZE`] (or an empty key).
+    #[error("key of {len} bytes is outside the allowed 1..={max} bytes")]
+    KeySize {
+        /// Length of the rejected key.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A value longer than [`crate::MAX_VALUE_SIZE`].
+    #[error("value of {len} bytes exceeds the limit of {max} bytes")]
+    ValueTooLarge {
+        /// Length of the rejected value.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `open_table` or a batch named a table that does not exist.
+    #[error("table {0:?} does not exist")]
+    TableNotFound(String),
+    /// `create_table` named a table that already exists.
+    #[error("table {0:?} already exists")]
+    TableExists(String),
+    /// The table handle refers to a table that has since been dropped.
+    #[error("table {0:?} was dropped")]
+    TableDropped(String),
+    /// A table name that is empty or longer than [`crate::MAX_TABLE_NAME`].
+    #[error("invalid table name {0:?}")]
+    InvalidTableName(String),
+    /// An option passed to the builder is out of range.
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+    /// The page-id space is exhausted (see `pagemap::MAX_PIDS`).
+    #[error("database full: {0}")]
+    Full(String),
+    /// A previous write to the data file failed; the database refuses further
+    /// writes until it is reopened, because the in-memory state may no longer
+    /// match what a checkpoint would write. Reads keep working.
+    #[error("database stopped accepting writes after an earlier failure: {0}")]
+    WritesStopped(String),
+}
+
+impl Error {
+    pub(crate) fn corruption(page: u64, reason: impl Into<String>) -> Self {
+        Error::Corruption {
+            page,
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! tidemark: an embedded, transactional storage engine.
+//!
+//! This crate is the engine core: a copy-on-write B+tree of named tables in
+//! one data file, read and written through a bounded buffer pool with
+//! `pread`/`pwrite` (no mmap), made durable by checkpoints whose cost
+//! follows the dirty data and that block no reader or writer.
+//!
+//! ```no_run
+//! use tidemark::{Database, WriteBatch};
+//! let db = Database::builder().cache_size(64 << 20).open("data/app")?;
+//! let users = db.table("users")?;
+//! users.put(b"alice", b"{\"age\": 31}")?;
+//! assert_eq!(users.get(b"alice")?.as_deref(), Some(&b"{\"age\": 31}"[..]));
+//! let mut batch = WriteBatch::new();
+//! batch.put("users", b"bob", b"{}").delete("users", b"alice");
+//! db.write(&batch)?;
+//! for kv in users.iter() { let (k, v) = kv?; println!("{k:?} {v:?}"); }
+//! db.checkpoint()?;
+//! # Ok::<(), tidemark::Error>(())
+//! ```
+//!
+//! Module map (see ARCHITECTURE.md): [`io`] file access; `page` the page
+//! header and checksums; `meta` the double-buffered root; `pagemap` page id
+//! to block; `alloc` free space; `pager` page I/O and epochs; `cache` the
+//! buffer pool and eviction; `btree` the tree; `gate` and `checkpoint`
+//! consistent checkpoints; `db` the public API.
+
+#![warn(missing_docs)]
+
+mod alloc;
+mod btree;
+mod cache;
+mod checkpoint;
+mod db;
+mod engine;
+mod error;
+mod gate;
+pub mod io;
+mod meta;
+mod page;
+mod pagemap;
+mod pager;
+mod stats;
+mod verify;
+
+pub use btree::node::MAX_KEY_SIZE;
+pub use checkpoint::CheckpointInfo;
+pub use db::{Builder, Database, Range, Table, WriteBatch, MAX_TABLE_NAME, MAX_VALUE_SIZE};
+pub use engine::DATA_FILE;
+pub use error::{Error, Result};
+pub use page::PAGE_SIZE;
+pub use stats::Stats;
+pub use verify::VerifyReport;

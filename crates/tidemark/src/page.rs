@@ -1,0 +1,203 @@
+//! The page: the fixed-size unit of the data file and of the cache.
+//!
+//! Every block of the data file is one page and starts with the same
+//! 32-byte header:
+//!
+//! | offset | size | field     | meaning                                              |
+//! |--------|------|-----------|------------------------------------------------------|
+//! | 0      | 4    | checksum  | crc32c of bytes 4..PAGE_SIZE                         |
+//! | 4      | 1    | kind      | [`PageKind`]                                         |
+//! | 5      | 1    | level     | B+tree level: 0 = leaf, >0 = branch                  |
+//! | 6      | 2    | count     | number of cells (nodes) or payload entries           |
+//! | 8      | 8    | id        | logical page id (tree/overflow), chunk index (map)   |
+//! | 16     | 8    | aux       | branch: leftmost child; overflow: payload length     |
+//! | 24     | 2    | free_end  | nodes: offset where the cell area begins             |
+//! | 26     | 2    | garbage   | nodes: bytes of dead cells inside the cell area      |
+//! | 28     | 4    | reserved  | zero                                                 |
+//!
+//! The id in the header is checked against the id the reader expected, so a
+//! page written to the wrong block, or a stale block read through a bad
+//! pointer, is detected as well as a torn or bit-flipped one.
+
+use crate::error::{Error, Result};
+
+/// Size of every page and block, in bytes.
+///
+/// 16 KiB: keys may be up to 4 KiB, and a branch page must hold at least
+/// three maximal separators for splits to always make progress; 8 KiB cannot.
+/// It is also large enough that a tree over a terabyte has four levels.
+pub const PAGE_SIZE: usize = 16 * 1024;
+
+const CHECKSUM_OFFSET: usize = 0;
+const KIND_OFFSET: usize = CHECKSUM_OFFSET + 4;
+const LEVEL_OFFSET: usize = KIND_OFFSET + 1;
+const COUNT_OFFSET: usize = LEVEL_OFFSET + 1;
+const ID_OFFSET: usize = COUNT_OFFSET + 2;
+const AUX_OFFSET: usize = ID_OFFSET + 8;
+const FREE_END_OFFSET: usize = AUX_OFFSET + 8;
+const GARBAGE_OFFSET: usize = FREE_END_OFFSET + 2;
+/// Size of the common page header; page bodies start here.
+pub const HEADER_SIZE: usize = GARBAGE_OFFSET + 2 + 4;
+
+/// What a page holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PageKind {
+    Meta = 1,
+    Leaf = 2,
+    Branch = 3,
+    Overflow = 4,
+    MapChunk = 5,
+    MapDirectory = 6,
+}
+
+impl PageKind {
+    fn from_byte(b: u8) -> Option<Self> {
+        Some(match b {
+            1 => PageKind::Meta,
+            2 => PageKind::Leaf,
+            3 => PageKind::Branch,
+            4 => PageKind::Overflow,
+            5 => PageKind::MapChunk,
+            6 => PageKind::MapDirectory,
+            _ => return None,
+        })
+    }
+}
+
+pub(crate) fn get_u16(buf: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([buf[at], buf[at + 1]])
+}
+pub(crate) fn put_u16(buf: &mut [u8], at: usize, v: u16) {
+    buf[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+pub(crate) fn get_u32(buf: &[u8], at: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&buf[at..at + 4]);
+    u32::from_le_bytes(b)
+}
+pub(crate) fn put_u32(buf: &mut [u8], at: usize, v: u32) {
+    buf[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+pub(crate) fn get_u64(buf: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&buf[at..at + 8]);
+    u64::from_le_bytes(b)
+}
+pub(crate) fn put_u64(buf: &mut [u8], at: usize, v: u64) {
+    buf[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+pub(crate) fn kind(buf: &[u8]) -> Option<PageKind> {
+    PageKind::from_byte(buf[KIND_OFFSET])
+}
+pub(crate) fn level(buf: &[u8]) -> u8 {
+    buf[LEVEL_OFFSET]
+}
+pub(crate) fn count(buf: &[u8]) -> usize {
+    usize::from(get_u16(buf, COUNT_OFFSET))
+}
+pub(crate) fn set_count(buf: &mut [u8], n: usize) {
+    debug_assert!(n <= usize::from(u16::MAX));
+    put_u16(buf, COUNT_OFFSET, n as u16);
+}
+pub(crate) fn id(buf: &[u8]) -> u64 {
+    get_u64(buf, ID_OFFSET)
+}
+pub(crate) fn set_id(buf: &mut [u8], v: u64) {
+    put_u64(buf, ID_OFFSET, v);
+}
+pub(crate) fn aux(buf: &[u8]) -> u64 {
+    get_u64(buf, AUX_OFFSET)
+}
+pub(crate) fn set_aux(buf: &mut [u8], v: u64) {
+    put_u64(buf, AUX_OFFSET, v);
+}
+pub(crate) fn free_end(buf: &[u8]) -> usize {
+    usize::from(get_u16(buf, FREE_END_OFFSET))
+}
+pub(crate) fn set_free_end(buf: &mut [u8], v: usize) {
+    debug_assert!(v <= PAGE_SIZE);
+    // PAGE_SIZE is 16 KiB, so every in-page offset fits in u16.
+    put_u16(buf, FREE_END_OFFSET, v as u16);
+}
+pub(crate) fn garbage(buf: &[u8]) -> usize {
+    usize::from(get_u16(buf, GARBAGE_OFFSET))
+}
+pub(crate) fn set_garbage(buf: &mut [u8], v: usize) {
+    debug_assert!(v <= PAGE_SIZE);
+    put_u16(buf, GARBAGE_OFFSET, v as u16);
+}
+
+/// Clears `buf` and writes a fresh header.
+pub(crate) fn init(buf: &mut [u8], kind: PageKind, level: u8, id: u64) {
+    buf.fill(0);
+    buf[KIND_OFFSET] = kind as u8;
+    buf[LEVEL_OFFSET] = level;
+    put_u64(buf, ID_OFFSET, id);
+    set_free_end(buf, PAGE_SIZE);
+}
+
+/// Computes and stores the checksum; call just before writing the page.
+pub(crate) fn seal(buf: &mut [u8]) {
+    let sum = crc32c::crc32c(&buf[KIND_OFFSET..]);
+    put_u32(buf, CHECKSUM_OFFSET, sum);
+}
+
+/// Checks a page just read from disk: checksum, kind and id.
+///
+/// `page` names the page in the error (logical id or block number).
+pub(crate) fn check(buf: &[u8], want_kind: &[PageKind], want_id: u64, page: u64) -> Result<()> {
+    if buf.len() != PAGE_SIZE {
+        return Err(Error::corruption(page, "short page"));
+    }
+    let stored = get_u32(buf, CHECKSUM_OFFSET);
+    let actual = crc32c::crc32c(&buf[KIND_OFFSET..]);
+    if stored != actual {
+        if buf.iter().all(|&b| b == 0) {
+            return Err(Error::corruption(page, "block was never written (all zero)"));
+        }
+        return Err(Error::corruption(
+            page,
+            format!("checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"),
+        ));
+    }
+    let k = kind(buf).ok_or_else(|| Error::corruption(page, format!("unknown page kind {}", buf[KIND_OFFSET])))?;
+    if !want_kind.contains(&k) {
+        return Err(Error::corruption(page, format!("expected a {want_kind:?} page, found {k:?}")));
+    }
+    if id(buf) != want_id {
+        return Err(Error::corruption(
+            page,
+            format!("misplaced page: expected id {want_id}, header says {}", id(buf)),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seal_then_check_roundtrips_and_detects_flips() {
+        let mut buf = vec![0u8; PAGE_SIZE];
+        init(&mut buf, PageKind::Leaf, 0, 42);
+        buf[100] = 7;
+        seal(&mut buf);
+        check(&buf, &[PageKind::Leaf], 42, 42).unwrap();
+        assert!(matches!(check(&buf, &[PageKind::Leaf], 43, 43), Err(Error::Corruption { .. })));
+        assert!(matches!(check(&buf, &[PageKind::Branch], 42, 42), Err(Error::Corruption { .. })));
+        for at in [0usize, 4, 5, 100, PAGE_SIZE - 1] {
+            let mut bad = buf.clone();
+            bad[at] ^= 0x10;
+            assert!(check(&bad, &[PageKind::Leaf], 42, 42).is_err(), "flip at {at} undetected");
+        }
+    }
+
+    #[test]
+    fn zero_block_is_reported_as_unwritten() {
+        let buf = vec![0u8; PAGE_SIZE];
+        let err = check(&buf, &[PageKind::Leaf], 1, 1).unwrap_err();
+        assert!(err.to_string().contains("never written"), "{err}");
+    }
+}

@@ -1,0 +1,94 @@
+//! The page map: for every logical page id (pid), the block that holds its
+//! latest written image, and the cache frame holding it, if any.
+//!
+//! B+tree pages refer to each other by pid, never by block. Copy-on-write
+//! therefore moves a page to a new block by changing one map entry; the
+//! parent is untouched, and eviction never needs to find or latch a parent.
+//!
+//! On disk the map is a set of map-chunk pages (kind `MapChunk`, header id =
+//! chunk index), each holding `CHUNK_ENTRIES` little-endian u64 block
+//! numbers; block 0 means "no block". A checkpoint rewrites only the chunks
+//! whose entries changed. A chain of directory pages (kind `MapDirectory`,
+//! `count` entries of u64 chunk blocks, `aux` = next directory block) lists
+//! the chunks; the meta page names the first directory block.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use crate::page::{HEADER_SIZE, PAGE_SIZE};
+
+/// Map entries per chunk page.
+pub(crate) const CHUNK_ENTRIES: usize = (PAGE_SIZE - HEADER_SIZE) / 8;
+/// Most chunks a map can have. The in-memory chunk table is allocated up
+/// front (16 bytes per chunk slot), so this bounds its size at 1 MiB while
+/// allowing 2^16 * 2044 pages of 16 KiB: about 2 TiB of data.
+pub(crate) const MAX_CHUNKS: usize = 1 << 16;
+/// Most page ids a database can have.
+pub(crate) const MAX_PIDS: u64 = (CHUNK_ENTRIES * MAX_CHUNKS) as u64;
+/// Frame index meaning "not in the cache".
+pub(crate) const NO_FRAME: u32 = u32::MAX;
+/// Block number meaning "never written". Block 0 is a meta block, so no
+/// page ever lives there.
+pub(crate) const NO_BLOCK: u64 = 0;
+
+struct Entry {
+    block: AtomicU64,
+    frame: AtomicU32,
+}
+
+pub(crate) struct PageMap {
+    chunks: Box<[OnceLock<Box<[Entry]>>]>,
+}
+
+impl PageMap {
+    pub(crate) fn new() -> Self {
+        PageMap { chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect() }
+    }
+
+    fn entry(&self, pid: u64) -> Option<&Entry> {
+        if pid >= MAX_PIDS {
+            return None;
+        }
+        let c = (pid / CHUNK_ENTRIES as u64) as usize;
+        let chunk = self.chunks[c].get_or_init(|| {
+            (0..CHUNK_ENTRIES)
+                .map(|_| Entry { block: AtomicU64::new(NO_BLOCK), frame: AtomicU32::new(NO_FRAME) })
+                .collect()
+        });
+        Some(&chunk[(pid % CHUNK_ENTRIES as u64) as usize])
+    }
+
+    /// Block of `pid`, `NO_BLOCK` if never written or out of range.
+    pub(crate) fn block(&self, pid: u64) -> u64 {
+        self.entry(pid).map_or(NO_BLOCK, |e| e.block.load(Ordering::Acquire))
+    }
+
+    /// Sets the block of `pid`, returning the previous one.
+    pub(crate) fn swap_block(&self, pid: u64, block: u64) -> u64 {
+        match self.entry(pid) {
+            Some(e) => e.block.swap(block, Ordering::AcqRel),
+            None => NO_BLOCK,
+        }
+    }
+
+    pub(crate) fn frame(&self, pid: u64) -> u32 {
+        self.entry(pid).map_or(NO_FRAME, |e| e.frame.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn set_frame(&self, pid: u64, frame: u32) {
+        if let Some(e) = self.entry(pid) {
+            e.frame.store(frame, Ordering::Release);
+        }
+    }
+
+    /// Publishes `frame` for `pid` only if no frame is published yet.
+    pub(crate) fn claim_frame(&self, pid: u64, frame: u32) -> bool {
+        self.entry(pid).is_some_and(|e| {
+            e.frame.compare_exchange(NO_FRAME, frame, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        })
+    }
+}
+
+pub(crate) fn chunk_of(pid: u64) -> usize {
+    (pid / CHUNK_ENTRIES as u64) as usize
+}

@@ -1,0 +1,211 @@
+//! The pager: reads and writes pages of the data file by logical page id,
+//! and keeps the epoch bookkeeping that makes checkpoints consistent.
+//!
+//! Epochs: epoch `e` is the time between checkpoint cut `e - 1` and cut `e`.
+//! Checkpoint `e` captures the state at cut `e`. Writers tag each page they
+//! dirty with the current epoch; while checkpoint `e` runs (the `running`
+//! state), a page still tagged `e` holds content the checkpoint needs, and
+//! whoever touches it first (writer, evictor, checkpoint) preserves that
+//! content for it (see `cache` and `checkpoint`).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::alloc::BlockAlloc;
+use crate::btree::node;
+use crate::error::{Error, Result};
+use crate::io::FileIo;
+use crate::page::{self, PageKind, PAGE_SIZE};
+use crate::pagemap::{self, PageMap, MAX_PIDS, NO_BLOCK};
+
+/// What a running checkpoint knows about a page it must write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Pending {
+    /// A writer modified the page after the cut; frame `.0` holds the
+    /// content as of the cut.
+    Shadow(u32),
+    /// The evictor wrote the page's cut content to this block.
+    Written(u64),
+}
+
+/// State of the checkpoint in progress.
+pub(crate) struct Running {
+    pub(crate) epoch: u64,
+    /// Map entries changed after the cut: their value at the cut.
+    pub(crate) map_before: HashMap<u64, u64>,
+    pub(crate) pending: HashMap<u64, Pending>,
+}
+
+/// Epoch state, guarded by one mutex taken only around map changes (page
+/// writes), never around I/O.
+pub(crate) struct EpochState {
+    pub(crate) epoch: u64,
+    /// Map chunks with entries changed during the current epoch.
+    pub(crate) dirty_chunks: BTreeSet<usize>,
+    pub(crate) running: Option<Running>,
+}
+
+#[derive(Default)]
+pub(crate) struct PagerCounters {
+    pub(crate) pages_read: AtomicU64,
+    pub(crate) pages_written: AtomicU64,
+    pub(crate) bytes_written: AtomicU64,
+}
+
+pub(crate) struct Pager {
+    pub(crate) file: Arc<dyn FileIo>,
+    pub(crate) map: PageMap,
+    pub(crate) alloc: BlockAlloc,
+    /// Mirror of `state.epoch`; stable for a writer inside the write gate.
+    pub(crate) epoch: AtomicU64,
+    pub(crate) state: Mutex<EpochState>,
+    /// Pages dirtied during the current epoch (may hold stale entries).
+    pub(crate) dirty_list: Mutex<Vec<u64>>,
+    next_pid: AtomicU64,
+    pids: Mutex<PidFree>,
+    stopped: AtomicBool,
+    stop_reason: Mutex<String>,
+    pub(crate) counters: PagerCounters,
+}
+
+struct PidFree {
+    free: Vec<u64>,
+    limbo: Vec<(u64, u64)>,
+}
+
+impl Pager {
+    pub(crate) fn new(file: Arc<dyn FileIo>, map: PageMap, alloc: BlockAlloc, epoch: u64, next_pid: u64, free_pids: Vec<u64>) -> Self {
+        Pager {
+            file,
+            map,
+            alloc,
+            epoch: AtomicU64::new(epoch),
+            state: Mutex::new(EpochState { epoch, dirty_chunks: BTreeSet::new(), running: None }),
+            dirty_list: Mutex::new(Vec::new()),
+            next_pid: AtomicU64::new(next_pid),
+            pids: Mutex::new(PidFree { free: free_pids, limbo: Vec::new() }),
+            stopped: AtomicBool::new(false),
+            stop_reason: Mutex::new(String::new()),
+            counters: PagerCounters::default(),
+        }
+    }
+
+    pub(crate) fn next_pid(&self) -> u64 {
+        self.next_pid.load(Ordering::Acquire)
+    }
+
+    /// Refuses writes after a failed write or fsync (see [`Error::WritesStopped`]).
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(Error::WritesStopped(self.stop_reason.lock().clone()));
+        }
+        Ok(())
+    }
+
+    /// Records a write failure that leaves memory and disk out of step.
+    pub(crate) fn stop_writes(&self, why: &str) {
+        let mut r = self.stop_reason.lock();
+        if !self.stopped.swap(true, Ordering::AcqRel) {
+            *r = why.to_string();
+        }
+    }
+
+    pub(crate) fn alloc_pid(&self) -> Result<u64> {
+        if let Some(p) = self.pids.lock().free.pop() {
+            return Ok(p);
+        }
+        let p = self.next_pid.fetch_add(1, Ordering::AcqRel);
+        if p >= MAX_PIDS {
+            self.next_pid.fetch_sub(1, Ordering::AcqRel);
+            return Err(Error::Full(format!("all {MAX_PIDS} page ids are in use")));
+        }
+        Ok(p)
+    }
+
+    /// Frees a page id and its block; both are reused only after the
+    /// checkpoint of the current epoch is durable.
+    pub(crate) fn free_pid(&self, pid: u64) {
+        let mut st = self.state.lock();
+        let e = st.epoch;
+        self.set_mapping_locked(&mut st, pid, NO_BLOCK);
+        self.pids.lock().limbo.push((e, pid));
+    }
+
+    /// Checkpoint `epoch` is durable.
+    pub(crate) fn release_through(&self, epoch: u64) {
+        self.alloc.release_through(epoch);
+        let mut p = self.pids.lock();
+        let limbo = std::mem::take(&mut p.limbo);
+        for (e, pid) in limbo {
+            if e <= epoch {
+                p.free.push(pid);
+            } else {
+                p.limbo.push((e, pid));
+            }
+        }
+    }
+
+    /// Changes the block of `pid` (caller holds `state`), recording what the
+    /// running checkpoint needs and freeing the old block.
+    pub(crate) fn set_mapping_locked(&self, st: &mut EpochState, pid: u64, block: u64) {
+        let old = self.map.swap_block(pid, block);
+        st.dirty_chunks.insert(pagemap::chunk_of(pid));
+        if let Some(r) = st.running.as_mut() {
+            r.map_before.entry(pid).or_insert(old);
+        }
+        if old != NO_BLOCK {
+            self.alloc.free(old, st.epoch);
+        }
+    }
+
+    /// Reads the page of `pid` into `buf` and checks it.
+    pub(crate) fn read_page(&self, pid: u64, buf: &mut [u8], kinds: &[PageKind]) -> Result<()> {
+        let block = self.map.block(pid);
+        if block == NO_BLOCK {
+            return Err(Error::corruption(pid, "page id has no block (dangling reference)"));
+        }
+        self.read_block(block, buf, pid)?;
+        page::check(buf, kinds, pid, pid)?;
+        if matches!(page::kind(buf), Some(PageKind::Leaf | PageKind::Branch)) {
+            node::validate(buf).map_err(|r| Error::corruption(pid, r))?;
+        }
+        self.counters.pages_read.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Reads block `block`; reading past the end of the file is corruption
+    /// of whatever pointed there (`page` names it).
+    pub(crate) fn read_block(&self, block: u64, buf: &mut [u8], page: u64) -> Result<()> {
+        match self.file.read_exact_at(buf, block * PAGE_SIZE as u64) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                Err(Error::corruption(page, format!("block {block} lies past the end of the file")))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Seals `buf` and writes it to a newly allocated block.
+    pub(crate) fn write_new_block(&self, buf: &mut [u8], fresh: bool) -> Result<u64> {
+        page::seal(buf);
+        let b = self.alloc.allocate(fresh);
+        if let Err(e) = self.file.write_all_at(buf, b * PAGE_SIZE as u64) {
+            self.alloc.free(b, self.epoch.load(Ordering::Acquire));
+            return Err(e.into());
+        }
+        self.counters.pages_written.fetch_add(1, Ordering::Relaxed);
+        self.counters.bytes_written.fetch_add(PAGE_SIZE as u64, Ordering::Relaxed);
+        Ok(b)
+    }
+
+    /// Writes a page that bypasses the cache (overflow) and maps it.
+    pub(crate) fn write_direct(&self, pid: u64, buf: &mut [u8]) -> Result<()> {
+        let b = self.write_new_block(buf, true)?;
+        let mut st = self.state.lock();
+        self.set_mapping_locked(&mut st, pid, b);
+        Ok(())
+    }
+}

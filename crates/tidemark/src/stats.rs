@@ -1,0 +1,128 @@
+//! Counters for every mechanism, gathered into one [`Stats`] snapshot.
+
+use std::sync::atomic::Ordering;
+
+use crate::engine::Engine;
+use crate::page::PAGE_SIZE;
+
+/// A snapshot of the engine's counters. Gauges are values at the moment of
+/// the call; counters count since open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Configured cache size in bytes.
+    pub cache_size: u64,
+    /// Bytes of cache frames holding pages or checkpoint shadow copies.
+    pub cache_bytes_used: u64,
+    /// Bytes of cache frames holding dirty pages.
+    pub cache_bytes_dirty: u64,
+    /// Highest `cache_bytes_used` seen.
+    pub cache_bytes_peak: u64,
+    /// Pages read from the data file (tree and overflow pages).
+    pub pages_read: u64,
+    /// Pages written to the data file (eviction, checkpoint, overflow).
+    pub pages_written: u64,
+    /// Bytes written to the data file, meta pages excluded.
+    pub bytes_written: u64,
+    /// Clean pages evicted.
+    pub pages_evicted_clean: u64,
+    /// Dirty pages evicted (each written to a new block first).
+    pub pages_evicted_dirty: u64,
+    /// Pages the eviction hand examined.
+    pub pages_examined: u64,
+    /// Evictions performed by application threads.
+    pub app_thread_evictions: u64,
+    /// Total time application threads spent evicting, in microseconds.
+    pub app_thread_eviction_us: u64,
+    /// Longest single wait any operation had for cache space, in microseconds.
+    pub max_cache_wait_us: u64,
+    /// Pages copied aside for a running checkpoint before a writer changed them.
+    pub checkpoint_shadow_copies: u64,
+    /// Evictions that failed with an I/O error.
+    pub eviction_errors: u64,
+    /// Checkpoints completed (including idle ones).
+    pub checkpoints: u64,
+    /// Checkpoints that found nothing to write.
+    pub checkpoints_idle: u64,
+    /// Duration of the last checkpoint, in microseconds.
+    pub checkpoint_last_us: u64,
+    /// Longest checkpoint, in microseconds.
+    pub checkpoint_max_us: u64,
+    /// Pages written by checkpoints.
+    pub checkpoint_pages_written: u64,
+    /// Whether a checkpoint is running now.
+    pub checkpoint_running: bool,
+    /// Size of the data file in bytes.
+    pub file_size: u64,
+    /// Bytes of free blocks inside the data file.
+    pub file_free_bytes: u64,
+    /// Bytes of blocks waiting for a checkpoint before they can be reused.
+    pub file_limbo_bytes: u64,
+}
+
+pub(crate) fn collect(e: &Engine) -> Stats {
+    let p = &e.pool.counters;
+    let c = &e.ckpt;
+    let a = e.pager.alloc.stats();
+    let page = PAGE_SIZE as u64;
+    let ld = |x: &std::sync::atomic::AtomicU64| x.load(Ordering::Relaxed);
+    Stats {
+        cache_size: (e.pool.cfg.frames * PAGE_SIZE) as u64,
+        cache_bytes_used: e.pool.used.load(Ordering::Relaxed) as u64 * page,
+        cache_bytes_dirty: e.pool.dirty.load(Ordering::Relaxed) as u64 * page,
+        cache_bytes_peak: p.peak_used.load(Ordering::Relaxed) as u64 * page,
+        pages_read: ld(&e.pager.counters.pages_read),
+        pages_written: ld(&e.pager.counters.pages_written),
+        bytes_written: ld(&e.pager.counters.bytes_written),
+        pages_evicted_clean: ld(&p.evicted_clean),
+        pages_evicted_dirty: ld(&p.evicted_dirty),
+        pages_examined: ld(&p.examined),
+        app_thread_evictions: ld(&p.app_evictions),
+        app_thread_eviction_us: ld(&p.app_eviction_ns) / 1000,
+        max_cache_wait_us: ld(&p.max_wait_ns) / 1000,
+        checkpoint_shadow_copies: ld(&p.shadow_copies),
+        eviction_errors: ld(&p.eviction_errors),
+        checkpoints: ld(&c.count),
+        checkpoints_idle: ld(&c.idle),
+        checkpoint_last_us: ld(&c.last_ns) / 1000,
+        checkpoint_max_us: ld(&c.max_ns) / 1000,
+        checkpoint_pages_written: ld(&c.pages_written),
+        checkpoint_running: ld(&c.running) != 0,
+        file_size: a.file_blocks * page,
+        file_free_bytes: a.free_blocks * page,
+        file_limbo_bytes: a.limbo_blocks * page,
+    }
+}
+
+impl Stats {
+    /// Every field as (name, value) pairs, in declaration order, for
+    /// printing and JSON.
+    pub fn fields(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("cache_size", self.cache_size),
+            ("cache_bytes_used", self.cache_bytes_used),
+            ("cache_bytes_dirty", self.cache_bytes_dirty),
+            ("cache_bytes_peak", self.cache_bytes_peak),
+            ("pages_read", self.pages_read),
+            ("pages_written", self.pages_written),
+            ("bytes_written", self.bytes_written),
+            ("pages_evicted_clean", self.pages_evicted_clean),
+            ("pages_evicted_dirty", self.pages_evicted_dirty),
+            ("pages_examined", self.pages_examined),
+            ("app_thread_evictions", self.app_thread_evictions),
+            ("app_thread_eviction_us", self.app_thread_eviction_us),
+            ("max_cache_wait_us", self.max_cache_wait_us),
+            ("checkpoint_shadow_copies", self.checkpoint_shadow_copies),
+            ("eviction_errors", self.eviction_errors),
+            ("checkpoints", self.checkpoints),
+            ("checkpoints_idle", self.checkpoints_idle),
+            ("checkpoint_last_us", self.checkpoint_last_us),
+            ("checkpoint_max_us", self.checkpoint_max_us),
+            ("checkpoint_pages_written", self.checkpoint_pages_written),
+            ("checkpoint_running", u64::from(self.checkpoint_running)),
+            ("file_size", self.file_size),
+            ("file_free_bytes", self.file_free_bytes),
+            ("file_limbo_bytes", self.file_limbo_bytes),
+        ]
+    }
+}
