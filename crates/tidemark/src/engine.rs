@@ -96,7 +96,8 @@ impl Engine {
 /// Loads the durable page map; returns (directory blocks, chunk blocks).
 fn read_map(file: &dyn crate::io::FileIo, m: &Meta, map: &PageMap, file_blocks: u64) -> Result<(Vec<u64>, Vec<u64>)> {
     let nchunks = m.map_chunks as usize;
-    if nchunks > MAX_CHUNKS || (m.next_pid as usize).div_ceil(CHUNK_ENTRIES) != nchunks {
+    let empty = nchunks == 0 && m.dir_block == 0;
+    if nchunks > MAX_CHUNKS || (!empty && (m.next_pid as usize).div_ceil(CHUNK_ENTRIES) != nchunks) {
         return Err(Error::corruption(0, format!("meta lists {nchunks} map chunks for {} page ids", m.next_pid)));
     }
     let mut buf = vec![0u8; PAGE_SIZE];

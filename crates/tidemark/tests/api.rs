@@ -1,0 +1,176 @@
+//! The key-value API: tables, put/get/delete, batches, ranges, limits.
+
+mod common;
+
+use common::{dump, small_builder};
+use tidemark::{Error, WriteBatch, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+
+#[test]
+fn put_get_delete_and_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let t = db.create_table("t").unwrap();
+    assert_eq!(t.get(b"k").unwrap(), None);
+    t.put(b"k", b"v1").unwrap();
+    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"v1"[..]));
+    t.put(b"k", b"v2-longer").unwrap();
+    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"v2-longer"[..]));
+    assert!(t.delete(b"k").unwrap());
+    assert!(!t.delete(b"k").unwrap());
+    assert_eq!(t.get(b"k").unwrap(), None);
+    t.put(b"empty", b"").unwrap();
+    assert_eq!(t.get(b"empty").unwrap().as_deref(), Some(&b""[..]));
+}
+
+#[test]
+fn tables_are_independent_and_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let a = db.create_table("a").unwrap();
+    let b = db.create_table("b").unwrap();
+    assert!(matches!(db.create_table("a"), Err(Error::TableExists(_))));
+    assert!(matches!(db.open_table("zz"), Err(Error::TableNotFound(_))));
+    a.put(b"x", b"1").unwrap();
+    b.put(b"x", b"2").unwrap();
+    assert_eq!(a.get(b"x").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(b.get(b"x").unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(db.list_tables().unwrap(), vec!["a".to_string(), "b".to_string()]);
+    db.drop_table("a").unwrap();
+    assert_eq!(db.list_tables().unwrap(), vec!["b".to_string()]);
+    assert!(matches!(a.get(b"x"), Err(Error::TableDropped(_))));
+    assert!(matches!(a.put(b"x", b"3"), Err(Error::TableDropped(_))));
+    // The name can be reused and starts empty.
+    let a2 = db.create_table("a").unwrap();
+    assert_eq!(a2.get(b"x").unwrap(), None);
+}
+
+#[test]
+fn limits_are_typed_errors_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let t = db.table("t").unwrap();
+    let big_key = vec![1u8; MAX_KEY_SIZE + 1];
+    assert!(matches!(t.put(&big_key, b"v"), Err(Error::KeySize { .. })));
+    assert!(matches!(t.put(b"", b"v"), Err(Error::KeySize { .. })));
+    let big_val = vec![0u8; MAX_VALUE_SIZE + 1];
+    assert!(matches!(t.put(b"k", &big_val), Err(Error::ValueTooLarge { .. })));
+    // A batch with one bad operation applies nothing.
+    let mut b = WriteBatch::new();
+    b.put("t", b"good", b"1").put("t", &big_key, b"2");
+    assert!(matches!(db.write(&b), Err(Error::KeySize { .. })));
+    let mut b = WriteBatch::new();
+    b.put("t", b"good", b"1").put("missing", b"k", b"2");
+    assert!(matches!(db.write(&b), Err(Error::TableNotFound(_))));
+    assert!(dump(&t).is_empty());
+    assert!(matches!(db.create_table(""), Err(Error::InvalidTableName(_))));
+}
+
+#[test]
+fn largest_key_and_value_roundtrip_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = vec![b'k'; MAX_KEY_SIZE];
+    let value: Vec<u8> = (0..MAX_VALUE_SIZE).map(|i| (i % 251) as u8).collect();
+    {
+        let db = small_builder().open(dir.path()).unwrap();
+        let t = db.table("t").unwrap();
+        t.put(&key, &value).unwrap();
+        for i in 0..50u32 {
+            // Many maximal keys force branch splits with 4 KiB separators.
+            let mut k = key.clone();
+            k[..4].copy_from_slice(&i.to_be_bytes());
+            t.put(&k, b"x").unwrap();
+        }
+        assert_eq!(t.get(&key).unwrap().as_deref(), Some(&value[..]));
+        db.close().unwrap();
+    }
+    let db = small_builder().open(dir.path()).unwrap();
+    let t = db.open_table("t").unwrap();
+    assert_eq!(t.get(&key).unwrap().as_deref(), Some(&value[..]));
+    assert_eq!(dump(&t).len(), 51);
+    let report = db.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert!(report.overflow_pages > 1000, "16 MiB value spans many overflow pages");
+    // Overwriting and deleting the big value frees its pages for reuse.
+    let before = db.stats().file_size;
+    for _ in 0..3 {
+        t.put(&key, &value).unwrap();
+        db.checkpoint().unwrap();
+    }
+    t.delete(&key).unwrap();
+    db.checkpoint().unwrap();
+    db.checkpoint().unwrap();
+    assert!(db.stats().file_size <= before + 2 * MAX_VALUE_SIZE as u64 + (4 << 20), "file grew without bound");
+}
+
+#[test]
+fn ranges_forward_reverse_bounds_and_both_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let t = db.table("t").unwrap();
+    let keys: Vec<Vec<u8>> = (0..5000u32).map(|i| format!("key{:06}", i * 2).into_bytes()).collect();
+    for k in &keys {
+        t.put(k, vec![b'v'; 40]).unwrap();
+    }
+    let all: Vec<Vec<u8>> = t.iter().map(|r| r.unwrap().0).collect();
+    assert_eq!(all, keys);
+    let rev: Vec<Vec<u8>> = t.iter().rev().map(|r| r.unwrap().0).collect();
+    let mut expect = keys.clone();
+    expect.reverse();
+    assert_eq!(rev, expect);
+
+    let lo = b"key000100".as_slice();
+    let hi = b"key000201".as_slice();
+    let got: Vec<Vec<u8>> = t.range(lo..hi).map(|r| r.unwrap().0).collect();
+    let want: Vec<Vec<u8>> = keys.iter().filter(|k| k.as_slice() >= lo && k.as_slice() < hi).cloned().collect();
+    assert_eq!(got, want);
+    let got: Vec<Vec<u8>> = t.range(lo..=b"key000200".as_slice()).rev().map(|r| r.unwrap().0).collect();
+    assert_eq!(got.first().map(|k| k.as_slice()), Some(&b"key000200"[..]));
+    assert_eq!(got.last().map(|k| k.as_slice()), Some(lo));
+    let excl: Vec<Vec<u8>> = t.range::<&[u8], _>((std::ops::Bound::Excluded(lo), std::ops::Bound::Unbounded)).take(1).map(|r| r.unwrap().0).collect();
+    assert_eq!(excl, vec![b"key000102".to_vec()]);
+
+    // Alternating ends meet in the middle without repeating a key.
+    let mut it = t.iter();
+    let mut seen = Vec::new();
+    loop {
+        match (it.next(), it.next_back()) {
+            (None, None) => break,
+            (a, b) => {
+                seen.extend(a.map(|r| r.unwrap().0));
+                seen.extend(b.map(|r| r.unwrap().0));
+            }
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, keys);
+    // Empty and inverted ranges.
+    assert_eq!(t.range(b"zzz".as_slice()..).count(), 0);
+    assert_eq!(t.range(b"b".as_slice()..b"a".as_slice()).count(), 0);
+}
+
+#[test]
+fn deleting_everything_leaves_empty_leaves_that_scans_skip() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let t = db.table("t").unwrap();
+    for i in 0..3000u32 {
+        t.put(i.to_be_bytes(), [7u8; 100]).unwrap();
+    }
+    for i in 0..3000u32 {
+        if i % 1000 != 500 {
+            assert!(t.delete(i.to_be_bytes()).unwrap());
+        }
+    }
+    let left: Vec<Vec<u8>> = t.iter().map(|r| r.unwrap().0).collect();
+    assert_eq!(left, vec![500u32.to_be_bytes().to_vec(), 1500u32.to_be_bytes().to_vec(), 2500u32.to_be_bytes().to_vec()]);
+    assert_eq!(t.iter().rev().count(), 3);
+    assert!(db.verify().unwrap().is_ok());
+}
+
+#[test]
+fn options_are_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(tidemark::Builder::new().cache_size(100_000).open(dir.path()), Err(Error::InvalidOption(_))));
+    assert!(matches!(tidemark::Builder::new().eviction_target(96).open(dir.path()), Err(Error::InvalidOption(_))));
+    assert!(matches!(tidemark::Builder::new().eviction_dirty_target(30).open(dir.path()), Err(Error::InvalidOption(_))));
+}

@@ -1,0 +1,143 @@
+//! Test support: an in-memory file system that remembers which writes were
+//! synced, and can stop accepting writes at the N-th one (a crash).
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tidemark::io::{FileIo, FileSystem};
+
+/// One simulated file: what the OS holds (`live`) and what reached stable
+/// storage at the last successful sync (`durable`).
+#[derive(Default)]
+pub struct SimFile {
+    live: Mutex<Vec<u8>>,
+    durable: Mutex<Vec<u8>>,
+    fs: Arc<Control>,
+}
+
+/// Shared switches of a [`SimFs`].
+#[derive(Default)]
+pub struct Control {
+    /// Writes performed so far.
+    pub writes: AtomicU64,
+    /// Writes allowed before the crash; u64::MAX = never crash.
+    pub limit: AtomicU64,
+    /// Set once the limit was reached.
+    pub crashed: AtomicBool,
+}
+
+impl Control {
+    fn allow(&self) -> io::Result<()> {
+        if self.crashed.load(Ordering::SeqCst) {
+            return Err(io::Error::other("simulated crash: the disk accepts no more writes"));
+        }
+        if self.writes.fetch_add(1, Ordering::SeqCst) >= self.limit.load(Ordering::SeqCst) {
+            self.crashed.store(true, Ordering::SeqCst);
+            return Err(io::Error::other("simulated crash: the disk accepts no more writes"));
+        }
+        Ok(())
+    }
+}
+
+impl FileIo for SimFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let d = self.live.lock();
+        let o = offset as usize;
+        if o + buf.len() > d.len() {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past end"));
+        }
+        buf.copy_from_slice(&d[o..o + buf.len()]);
+        Ok(())
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.fs.allow()?;
+        let mut d = self.live.lock();
+        let o = offset as usize;
+        if d.len() < o + buf.len() {
+            d.resize(o + buf.len(), 0);
+        }
+        d[o..o + buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        if self.fs.crashed.load(Ordering::SeqCst) {
+            return Err(io::Error::other("simulated crash: fsync failed"));
+        }
+        *self.durable.lock() = self.live.lock().clone();
+        Ok(())
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.live.lock().len() as u64)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.fs.allow()?;
+        self.live.lock().resize(len as usize, 0);
+        Ok(())
+    }
+}
+
+/// In-memory file system of [`SimFile`]s.
+#[derive(Clone, Default)]
+pub struct SimFs {
+    files: Arc<Mutex<HashMap<PathBuf, Arc<SimFile>>>>,
+    pub control: Arc<Control>,
+}
+
+impl SimFs {
+    pub fn new() -> Self {
+        let fs = SimFs::default();
+        fs.control.limit.store(u64::MAX, Ordering::SeqCst);
+        fs
+    }
+
+    /// A new file system holding, for every file, what survives a crash now:
+    /// the synced bytes (`power_loss`) or everything the OS had (process crash).
+    pub fn crash_image(&self, power_loss: bool) -> SimFs {
+        let out = SimFs::new();
+        for (p, f) in self.files.lock().iter() {
+            let bytes = if power_loss { f.durable.lock().clone() } else { f.live.lock().clone() };
+            let nf = SimFile { live: Mutex::new(bytes.clone()), durable: Mutex::new(bytes), fs: out.control.clone() };
+            out.files.lock().insert(p.clone(), Arc::new(nf));
+        }
+        out
+    }
+
+    /// Direct access to a file's live bytes (corruption tests).
+    pub fn with_file<R>(&self, path: &Path, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        let files = self.files.lock();
+        let file = files.get(path).expect("file exists");
+        let mut live = file.live.lock();
+        f(&mut live)
+    }
+}
+
+impl FileSystem for SimFs {
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn FileIo>> {
+        let mut files = self.files.lock();
+        if let Some(f) = files.get(path) {
+            return Ok(f.clone());
+        }
+        if !create {
+            return Err(io::Error::new(io::ErrorKind::NotFound, "no such file"));
+        }
+        let f = Arc::new(SimFile { fs: self.control.clone(), ..Default::default() });
+        files.insert(path.to_path_buf(), f.clone());
+        Ok(f)
+    }
+}
+
+/// A builder with a small cache and no background checkpoints, so tests
+/// decide when checkpoints happen.
+pub fn small_builder() -> tidemark::Builder {
+    tidemark::Builder::new().cache_size(1 << 20).checkpoint_interval(None)
+}
+
+/// Every entry of a table.
+pub fn dump(t: &tidemark::Table) -> Vec<(Vec<u8>, Vec<u8>)> {
+    t.iter().collect::<Result<Vec<_>, _>>().expect("scan")
+}
