@@ -1,0 +1,161 @@
+//! `tidemark`: the command-line interface to a tidemark database.
+//!
+//! Like `sqlite3`, it creates the database (and a table written to) when
+//! it does not exist yet.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tidemark::Database;
+
+#[derive(Parser)]
+#[command(name = "tidemark", version, about = "Inspect and modify a tidemark database")]
+struct Cli {
+    /// Database directory (created if missing).
+    #[arg(long, global = true, default_value = "tidemark.db")]
+    db: PathBuf,
+    /// Cache size in MiB.
+    #[arg(long, global = true, default_value_t = 64)]
+    cache_mb: usize,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Set KEY to VALUE in TABLE (creating the table if needed).
+    Put { table: String, key: String, value: String },
+    /// Print the value of KEY in TABLE.
+    Get { table: String, key: String },
+    /// Delete KEY from TABLE.
+    Delete { table: String, key: String },
+    /// Print `key<TAB>value` lines in key order.
+    Scan {
+        table: String,
+        /// First key (inclusive).
+        #[arg(long)]
+        from: Option<String>,
+        /// Last key (exclusive).
+        #[arg(long)]
+        to: Option<String>,
+        /// Highest keys first.
+        #[arg(long)]
+        reverse: bool,
+    },
+    /// List tables.
+    Tables,
+    /// Drop a table and free its pages.
+    DropTable { table: String },
+    /// Print statistics.
+    Stats {
+        /// One JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a checkpoint.
+    Checkpoint,
+    /// Check every page, checksum, key order and tree invariant.
+    Verify,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tidemark: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let db = Database::builder().cache_size(cli.cache_mb << 20).open(&cli.db)?;
+    let mut out = std::io::stdout().lock();
+    let code = match cli.cmd {
+        Cmd::Put { table, key, value } => {
+            db.table(&table)?.put(key.as_bytes(), value.as_bytes())?;
+            ExitCode::SUCCESS
+        }
+        Cmd::Get { table, key } => match db.open_table(&table)?.get(key.as_bytes())? {
+            Some(v) => {
+                out.write_all(&v)?;
+                out.write_all(b"\n")?;
+                ExitCode::SUCCESS
+            }
+            None => {
+                eprintln!("tidemark: key not found");
+                ExitCode::from(1)
+            }
+        },
+        Cmd::Delete { table, key } => {
+            if db.open_table(&table)?.delete(key.as_bytes())? {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("tidemark: key not found");
+                ExitCode::from(1)
+            }
+        }
+        Cmd::Scan { table, from, to, reverse } => {
+            let t = db.open_table(&table)?;
+            use std::ops::Bound::{Excluded, Included, Unbounded};
+            let lo = from.as_ref().map_or(Unbounded, |k| Included(k.as_bytes()));
+            let hi = to.as_ref().map_or(Unbounded, |k| Excluded(k.as_bytes()));
+            let range = t.range::<&[u8], _>((lo, hi));
+            let it: Box<dyn Iterator<Item = tidemark::Result<(Vec<u8>, Vec<u8>)>>> = if reverse { Box::new(range.rev()) } else { Box::new(range) };
+            for kv in it {
+                let (k, v) = kv?;
+                out.write_all(&k)?;
+                out.write_all(b"\t")?;
+                out.write_all(&v)?;
+                out.write_all(b"\n")?;
+            }
+            ExitCode::SUCCESS
+        }
+        Cmd::Tables => {
+            for name in db.list_tables()? {
+                writeln!(out, "{name}")?;
+            }
+            ExitCode::SUCCESS
+        }
+        Cmd::DropTable { table } => {
+            db.drop_table(&table)?;
+            ExitCode::SUCCESS
+        }
+        Cmd::Stats { json } => {
+            let s = db.stats();
+            if json {
+                let obj: serde_json::Map<String, serde_json::Value> = s.fields().into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
+                writeln!(out, "{}", serde_json::Value::Object(obj))?;
+            } else {
+                for (k, v) in s.fields() {
+                    writeln!(out, "{k:<28} {v}")?;
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Cmd::Checkpoint => {
+            let info = db.checkpoint()?;
+            writeln!(out, "checkpoint: {} pages written in {} us", info.pages_written, info.duration_us)?;
+            ExitCode::SUCCESS
+        }
+        Cmd::Verify => {
+            let r = db.verify()?;
+            writeln!(out, "tables {}  pages {}  overflow pages {}  entries {}", r.tables, r.pages, r.overflow_pages, r.entries)?;
+            for p in &r.problems {
+                writeln!(out, "problem: {p}")?;
+            }
+            if r.is_ok() {
+                writeln!(out, "ok")?;
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    };
+    out.flush()?;
+    db.close()?;
+    Ok(code)
+}

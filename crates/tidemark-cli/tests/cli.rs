@@ -1,0 +1,47 @@
+//! The CLI end to end, through the built binary.
+
+use std::process::Command;
+
+fn tm(db: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tidemark")).arg("--db").arg(db).args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn put_get_scan_stats_checkpoint_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for (k, v) in [("b", "2"), ("a", "1"), ("c", "3")] {
+        assert_eq!(tm(&db, &["put", "t", k, v]).0, 0);
+    }
+    assert_eq!(tm(&db, &["get", "t", "b"]), (0, "2\n".into(), String::new()));
+    let (code, _, err) = tm(&db, &["get", "t", "zz"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not found"));
+    assert_eq!(tm(&db, &["scan", "t"]).1, "a\t1\nb\t2\nc\t3\n");
+    assert_eq!(tm(&db, &["scan", "t", "--from", "b", "--reverse"]).1, "c\t3\nb\t2\n");
+    assert_eq!(tm(&db, &["scan", "t", "--to", "b"]).1, "a\t1\n");
+    assert_eq!(tm(&db, &["tables"]).1, "t\n");
+    let (code, json, _) = tm(&db, &["stats", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(v["file_size"].as_u64().unwrap() > 0);
+    assert!(tm(&db, &["stats"]).1.contains("cache_bytes_used"));
+    assert!(tm(&db, &["checkpoint"]).1.starts_with("checkpoint:"));
+    let (code, out, _) = tm(&db, &["verify"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.ends_with("ok\n"));
+}
+
+#[test]
+fn missing_table_and_corrupt_file_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (code, _, err) = tm(&db, &["get", "nope", "k"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("does not exist"), "{err}");
+    std::fs::write(db.join(tidemark::DATA_FILE), vec![7u8; 70_000]).unwrap();
+    let (code, _, err) = tm(&db, &["verify"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a tidemark database"), "{err}");
+}
