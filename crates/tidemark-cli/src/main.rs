@@ -10,8 +10,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tidemark::Database;
 
+type KvResult = tidemark::Result<(Vec<u8>, Vec<u8>)>;
+
 #[derive(Parser)]
-#[command(name = "tidemark", version, about = "Inspect and modify a tidemark database")]
+#[command(
+    name = "tidemark",
+    version,
+    about = "Inspect and modify a tidemark database"
+)]
 struct Cli {
     /// Database directory (created if missing).
     #[arg(long, global = true, default_value = "tidemark.db")]
@@ -26,7 +32,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Set KEY to VALUE in TABLE (creating the table if needed).
-    Put { table: String, key: String, value: String },
+    Put {
+        table: String,
+        key: String,
+        value: String,
+    },
     /// Print the value of KEY in TABLE.
     Get { table: String, key: String },
     /// Delete KEY from TABLE.
@@ -72,7 +82,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    let db = Database::builder().cache_size(cli.cache_mb << 20).open(&cli.db)?;
+    let db = Database::builder()
+        .cache_size(cli.cache_mb << 20)
+        .open(&cli.db)?;
     let mut out = std::io::stdout().lock();
     let code = match cli.cmd {
         Cmd::Put { table, key, value } => {
@@ -98,13 +110,22 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
                 ExitCode::from(1)
             }
         }
-        Cmd::Scan { table, from, to, reverse } => {
+        Cmd::Scan {
+            table,
+            from,
+            to,
+            reverse,
+        } => {
             let t = db.open_table(&table)?;
             use std::ops::Bound::{Excluded, Included, Unbounded};
             let lo = from.as_ref().map_or(Unbounded, |k| Included(k.as_bytes()));
             let hi = to.as_ref().map_or(Unbounded, |k| Excluded(k.as_bytes()));
             let range = t.range::<&[u8], _>((lo, hi));
-            let it: Box<dyn Iterator<Item = tidemark::Result<(Vec<u8>, Vec<u8>)>>> = if reverse { Box::new(range.rev()) } else { Box::new(range) };
+            let it: Box<dyn Iterator<Item = KvResult>> = if reverse {
+                Box::new(range.rev())
+            } else {
+                Box::new(range)
+            };
             for kv in it {
                 let (k, v) = kv?;
                 out.write_all(&k)?;
@@ -127,7 +148,11 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         Cmd::Stats { json } => {
             let s = db.stats();
             if json {
-                let obj: serde_json::Map<String, serde_json::Value> = s.fields().into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
+                let obj: serde_json::Map<String, serde_json::Value> = s
+                    .fields()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.into()))
+                    .collect();
                 writeln!(out, "{}", serde_json::Value::Object(obj))?;
             } else {
                 for (k, v) in s.fields() {
@@ -138,12 +163,20 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         }
         Cmd::Checkpoint => {
             let info = db.checkpoint()?;
-            writeln!(out, "checkpoint: {} pages written in {} us", info.pages_written, info.duration_us)?;
+            writeln!(
+                out,
+                "checkpoint: {} pages written in {} us",
+                info.pages_written, info.duration_us
+            )?;
             ExitCode::SUCCESS
         }
         Cmd::Verify => {
             let r = db.verify()?;
-            writeln!(out, "tables {}  pages {}  overflow pages {}  entries {}", r.tables, r.pages, r.overflow_pages, r.entries)?;
+            writeln!(
+                out,
+                "tables {}  pages {}  overflow pages {}  entries {}",
+                r.tables, r.pages, r.overflow_pages, r.entries
+            )?;
             for p in &r.problems {
                 writeln!(out, "problem: {p}")?;
             }

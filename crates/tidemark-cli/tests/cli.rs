@@ -3,8 +3,17 @@
 use std::process::Command;
 
 fn tm(db: &std::path::Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tidemark")).arg("--db").arg(db).args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_tidemark"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -14,12 +23,18 @@ fn put_get_scan_stats_checkpoint_verify() {
     for (k, v) in [("b", "2"), ("a", "1"), ("c", "3")] {
         assert_eq!(tm(&db, &["put", "t", k, v]).0, 0);
     }
-    assert_eq!(tm(&db, &["get", "t", "b"]), (0, "2\n".into(), String::new()));
+    assert_eq!(
+        tm(&db, &["get", "t", "b"]),
+        (0, "2\n".into(), String::new())
+    );
     let (code, _, err) = tm(&db, &["get", "t", "zz"]);
     assert_eq!(code, 1);
     assert!(err.contains("not found"));
     assert_eq!(tm(&db, &["scan", "t"]).1, "a\t1\nb\t2\nc\t3\n");
-    assert_eq!(tm(&db, &["scan", "t", "--from", "b", "--reverse"]).1, "c\t3\nb\t2\n");
+    assert_eq!(
+        tm(&db, &["scan", "t", "--from", "b", "--reverse"]).1,
+        "c\t3\nb\t2\n"
+    );
     assert_eq!(tm(&db, &["scan", "t", "--to", "b"]).1, "a\t1\n");
     assert_eq!(tm(&db, &["tables"]).1, "t\n");
     let (code, json, _) = tm(&db, &["stats", "--json"]);

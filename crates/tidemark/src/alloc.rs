@@ -38,7 +38,8 @@ struct Inner {
 }
 
 fn bit(v: &[u64], b: u64) -> bool {
-    v.get((b / 64) as usize).is_some_and(|w| w & (1 << (b % 64)) != 0)
+    v.get((b / 64) as usize)
+        .is_some_and(|w| w & (1 << (b % 64)) != 0)
 }
 fn set(v: &mut Vec<u64>, b: u64, on: bool) {
     let w = (b / 64) as usize;
@@ -64,7 +65,14 @@ impl BlockAlloc {
     /// added). Returns the first block listed twice, which means two owners
     /// claim it: corruption.
     pub(crate) fn new(used: impl IntoIterator<Item = u64>) -> Result<Self, u64> {
-        let mut inner = Inner { used: Vec::new(), fresh: Vec::new(), nblocks: META_BLOCKS, used_count: 0, hint: META_BLOCKS, limbo: Vec::new() };
+        let mut inner = Inner {
+            used: Vec::new(),
+            fresh: Vec::new(),
+            nblocks: META_BLOCKS,
+            used_count: 0,
+            hint: META_BLOCKS,
+            limbo: Vec::new(),
+        };
         for b in (0..META_BLOCKS).chain(used) {
             if bit(&inner.used, b) {
                 return Err(b);
@@ -73,7 +81,9 @@ impl BlockAlloc {
             inner.used_count += 1;
             inner.nblocks = inner.nblocks.max(b + 1);
         }
-        Ok(BlockAlloc { inner: Mutex::new(inner) })
+        Ok(BlockAlloc {
+            inner: Mutex::new(inner),
+        })
     }
 
     /// Hands out a free block. `fresh` blocks may be reused as soon as they
@@ -156,7 +166,11 @@ impl BlockAlloc {
 
     pub(crate) fn stats(&self) -> AllocStats {
         let g = self.inner.lock();
-        AllocStats { file_blocks: g.nblocks, free_blocks: g.nblocks - g.used_count, limbo_blocks: g.limbo.len() as u64 }
+        AllocStats {
+            file_blocks: g.nblocks,
+            free_blocks: g.nblocks - g.used_count,
+            limbo_blocks: g.limbo.len() as u64,
+        }
     }
 }
 

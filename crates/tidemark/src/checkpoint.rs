@@ -31,8 +31,8 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::meta::Meta;
 use crate::page::{self, put_u64, PageKind, HEADER_SIZE, PAGE_SIZE};
-use crate::pager::{Pending, Running};
 use crate::pagemap::{self, CHUNK_ENTRIES, NO_FRAME};
+use crate::pager::{Pending, Running};
 
 /// What the last durable checkpoint consists of.
 pub(crate) struct Durable {
@@ -95,7 +95,11 @@ pub(crate) fn checkpoint(e: &Engine) -> Result<CheckpointInfo> {
     if pages == 0 {
         e.ckpt.idle.fetch_add(1, Ordering::Relaxed);
     }
-    Ok(CheckpointInfo { pages_written: pages, idle: pages == 0, duration_us: ns / 1000 })
+    Ok(CheckpointInfo {
+        pages_written: pages,
+        idle: pages == 0,
+        duration_us: ns / 1000,
+    })
 }
 
 /// Step 1. `None` if nothing changed since the last checkpoint.
@@ -111,9 +115,18 @@ fn take_cut(e: &Engine) -> Option<Cut> {
             st.epoch = n + 1;
             e.pager.epoch.store(n + 1, Ordering::Release);
             let chunks = std::mem::take(&mut st.dirty_chunks);
-            st.running = Some(Running { epoch: n, map_before: HashMap::new(), pending: HashMap::new() });
+            st.running = Some(Running {
+                epoch: n,
+                map_before: HashMap::new(),
+                pending: HashMap::new(),
+            });
             e.pager.alloc.clear_fresh();
-            Some(Cut { epoch: n, pids, chunks, next_pid: e.pager.next_pid() })
+            Some(Cut {
+                epoch: n,
+                pids,
+                chunks,
+                next_pid: e.pager.next_pid(),
+            })
         }
     };
     e.gate.open();
@@ -122,7 +135,12 @@ fn take_cut(e: &Engine) -> Option<Cut> {
 
 /// Steps 2-4; returns the number of pages written.
 fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
-    let Cut { epoch: n, mut pids, mut chunks, next_pid } = cut;
+    let Cut {
+        epoch: n,
+        mut pids,
+        mut chunks,
+        next_pid,
+    } = cut;
     pids.sort_unstable();
     pids.dedup();
     let mut buf = vec![0u8; PAGE_SIZE];
@@ -134,7 +152,13 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
             written += 1;
             continue;
         }
-        let pending = e.pager.state.lock().running.as_mut().and_then(|r| r.pending.remove(&pid));
+        let pending = e
+            .pager
+            .state
+            .lock()
+            .running
+            .as_mut()
+            .and_then(|r| r.pending.remove(&pid));
         match pending {
             Some(Pending::Shadow(fi)) => {
                 buf.copy_from_slice(&e.pool.frames[fi as usize].latch.read().buf);
@@ -163,7 +187,9 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
         map_chunks: durable.chunk_blocks.len() as u32,
     };
     meta.encode(&mut buf);
-    e.pager.file.write_all_at(&buf, (meta.generation % 2) * PAGE_SIZE as u64)?;
+    e.pager
+        .file
+        .write_all_at(&buf, (meta.generation % 2) * PAGE_SIZE as u64)?;
     e.pager.file.sync_data()?;
     durable.generation = meta.generation;
     e.pager.release_through(n);
@@ -192,7 +218,11 @@ fn capture(e: &Engine, pid: u64, n: u64, buf: &mut [u8]) -> Result<Option<u64>> 
         drop(g);
         let b = e.pager.write_new_block(buf, false)?;
         let mut g = frame.latch.write();
-        if g.state == crate::cache::FrameState::Page && g.pid == pid && g.dirty && g.modcount == modcount {
+        if g.state == crate::cache::FrameState::Page
+            && g.pid == pid
+            && g.dirty
+            && g.modcount == modcount
+        {
             // Unchanged since the capture: the page is clean at `b`.
             g.dirty = false;
             e.pool.dirty.fetch_sub(1, Ordering::AcqRel);
@@ -211,7 +241,15 @@ fn capture(e: &Engine, pid: u64, n: u64, buf: &mut [u8]) -> Result<Option<u64>> 
 }
 
 /// Step 3: rewrites changed map chunks and the directory.
-fn write_map(e: &Engine, durable: &mut Durable, n: u64, next_pid: u64, chunks: &std::collections::BTreeSet<usize>, overrides: &HashMap<u64, u64>, buf: &mut [u8]) -> Result<u64> {
+fn write_map(
+    e: &Engine,
+    durable: &mut Durable,
+    n: u64,
+    next_pid: u64,
+    chunks: &std::collections::BTreeSet<usize>,
+    overrides: &HashMap<u64, u64>,
+    buf: &mut [u8],
+) -> Result<u64> {
     let nchunks = (next_pid as usize).div_ceil(CHUNK_ENTRIES);
     if durable.chunk_blocks.len() < nchunks {
         durable.chunk_blocks.resize(nchunks, 0);
@@ -250,7 +288,8 @@ fn write_map(e: &Engine, durable: &mut Durable, n: u64, next_pid: u64, chunks: &
     let mut new_dirs = vec![0u64; npages];
     let mut next = 0u64;
     for d in (0..npages).rev() {
-        let entries = &durable.chunk_blocks[d * per_page..((d + 1) * per_page).min(durable.chunk_blocks.len())];
+        let entries = &durable.chunk_blocks
+            [d * per_page..((d + 1) * per_page).min(durable.chunk_blocks.len())];
         page::init(buf, PageKind::MapDirectory, 0, d as u64);
         page::set_count(buf, entries.len());
         page::set_aux(buf, next);

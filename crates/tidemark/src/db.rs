@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::btree::{overflow, StoredValue};
 use crate::btree::node::{self, MAX_KEY_SIZE};
+use crate::btree::{overflow, StoredValue};
 use crate::cache::{self, PoolConfig, MIN_FRAMES};
 use crate::checkpoint::{self, CheckpointInfo};
 use crate::engine::{Engine, CATALOG_ROOT};
@@ -126,24 +126,43 @@ impl Builder {
     fn pool_config(&self) -> Result<PoolConfig> {
         let frames = self.cache_size / PAGE_SIZE;
         if frames < MIN_FRAMES {
-            return Err(Error::InvalidOption(format!("cache_size must be at least {} bytes", MIN_FRAMES * PAGE_SIZE)));
+            return Err(Error::InvalidOption(format!(
+                "cache_size must be at least {} bytes",
+                MIN_FRAMES * PAGE_SIZE
+            )));
         }
         let pct = |p: u8| frames * usize::from(p) / 100;
-        let (t, tr, d, dtr) = (self.eviction_target, self.eviction_trigger, self.eviction_dirty_target, self.eviction_dirty_trigger);
+        let (t, tr, d, dtr) = (
+            self.eviction_target,
+            self.eviction_trigger,
+            self.eviction_dirty_target,
+            self.eviction_dirty_trigger,
+        );
         if !(t > 0 && t < tr && tr <= 100) {
-            return Err(Error::InvalidOption(format!("need 0 < eviction_target ({t}) < eviction_trigger ({tr}) <= 100")));
+            return Err(Error::InvalidOption(format!(
+                "need 0 < eviction_target ({t}) < eviction_trigger ({tr}) <= 100"
+            )));
         }
         if !(d > 0 && d < dtr && dtr <= 100 && dtr <= tr) {
             return Err(Error::InvalidOption(format!("need 0 < eviction_dirty_target ({d}) < eviction_dirty_trigger ({dtr}) <= eviction_trigger")));
         }
-        Ok(PoolConfig { frames, target: pct(t), trigger: pct(tr), dirty_target: pct(d).max(1), dirty_trigger: pct(dtr).max(2) })
+        Ok(PoolConfig {
+            frames,
+            target: pct(t),
+            trigger: pct(tr),
+            dirty_target: pct(d).max(1),
+            dirty_trigger: pct(dtr).max(2),
+        })
     }
 
     /// Opens the database in directory `path`, creating it if needed.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Database> {
         let cfg = self.pool_config()?;
         let engine = Arc::new(Engine::open(path.as_ref(), &*self.fs, cfg)?);
-        let shared = Arc::new(Shared { stop: Mutex::new(false), cv: Condvar::new() });
+        let shared = Arc::new(Shared {
+            stop: Mutex::new(false),
+            cv: Condvar::new(),
+        });
         let mut threads = Vec::new();
         for i in 0..self.eviction_threads {
             let e = engine.clone();
@@ -155,20 +174,30 @@ impl Builder {
         }
         if let Some(every) = self.checkpoint_interval {
             let (e, s) = (engine.clone(), shared.clone());
-            threads.push(std::thread::Builder::new().name("tidemark-checkpoint".into()).spawn(move || {
-                let mut stop = s.stop.lock();
-                while !*stop {
-                    if s.cv.wait_for(&mut stop, every).timed_out() && !*stop {
-                        drop(stop);
-                        // A failure stops writes and is reported to writers.
-                        let _ = checkpoint::checkpoint(&e);
-                        stop = s.stop.lock();
-                    }
-                }
-            })?);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("tidemark-checkpoint".into())
+                    .spawn(move || {
+                        let mut stop = s.stop.lock();
+                        while !*stop {
+                            if s.cv.wait_for(&mut stop, every).timed_out() && !*stop {
+                                drop(stop);
+                                // A failure stops writes and is reported to writers.
+                                let _ = checkpoint::checkpoint(&e);
+                                stop = s.stop.lock();
+                            }
+                        }
+                    })?,
+            );
         }
         Ok(Database {
-            inner: Arc::new(Inner { engine, shared, threads: Mutex::new(threads), path: path.as_ref().to_path_buf(), closed: AtomicBool::new(false) }),
+            inner: Arc::new(Inner {
+                engine,
+                shared,
+                threads: Mutex::new(threads),
+                path: path.as_ref().to_path_buf(),
+                closed: AtomicBool::new(false),
+            }),
         })
     }
 }
@@ -222,15 +251,24 @@ pub struct Database {
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Database").field("path", &self.inner.path).finish_non_exhaustive()
+        f.debug_struct("Database")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
     }
 }
 
 /// One operation of a [`WriteBatch`].
 #[derive(Debug, Clone)]
 enum Op {
-    Put { table: String, key: Vec<u8>, value: Vec<u8> },
-    Delete { table: String, key: Vec<u8> },
+    Put {
+        table: String,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    Delete {
+        table: String,
+        key: Vec<u8>,
+    },
 }
 
 /// Puts and deletes across tables, applied together by [`Database::write`].
@@ -248,13 +286,25 @@ impl WriteBatch {
         Self::default()
     }
     /// Adds a put of `key` = `value` into `table`.
-    pub fn put(&mut self, table: &str, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
-        self.ops.push(Op::Put { table: table.to_string(), key: key.as_ref().to_vec(), value: value.as_ref().to_vec() });
+    pub fn put(
+        &mut self,
+        table: &str,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.ops.push(Op::Put {
+            table: table.to_string(),
+            key: key.as_ref().to_vec(),
+            value: value.as_ref().to_vec(),
+        });
         self
     }
     /// Adds a delete of `key` from `table`.
     pub fn delete(&mut self, table: &str, key: impl AsRef<[u8]>) -> &mut Self {
-        self.ops.push(Op::Delete { table: table.to_string(), key: key.as_ref().to_vec() });
+        self.ops.push(Op::Delete {
+            table: table.to_string(),
+            key: key.as_ref().to_vec(),
+        });
         self
     }
     /// Number of operations.
@@ -269,13 +319,19 @@ impl WriteBatch {
 
 fn check_key(key: &[u8]) -> Result<()> {
     if key.is_empty() || key.len() > MAX_KEY_SIZE {
-        return Err(Error::KeySize { len: key.len(), max: MAX_KEY_SIZE });
+        return Err(Error::KeySize {
+            len: key.len(),
+            max: MAX_KEY_SIZE,
+        });
     }
     Ok(())
 }
 fn check_value(v: &[u8]) -> Result<()> {
     if v.len() > MAX_VALUE_SIZE {
-        return Err(Error::ValueTooLarge { len: v.len(), max: MAX_VALUE_SIZE });
+        return Err(Error::ValueTooLarge {
+            len: v.len(),
+            max: MAX_VALUE_SIZE,
+        });
     }
     Ok(())
 }
@@ -286,7 +342,12 @@ fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 fn decode_root(name: &str, v: &[u8]) -> Result<u64> {
-    let b: [u8; 8] = v.try_into().map_err(|_| Error::corruption(CATALOG_ROOT, format!("catalog entry for {name:?} is {} bytes", v.len())))?;
+    let b: [u8; 8] = v.try_into().map_err(|_| {
+        Error::corruption(
+            CATALOG_ROOT,
+            format!("catalog entry for {name:?} is {} bytes", v.len()),
+        )
+    })?;
     Ok(u64::from_le_bytes(b))
 }
 
@@ -332,15 +393,26 @@ impl Database {
         let mut w = e.pool.new_page(&e.pager, root)?;
         node::init_leaf(w.bytes_mut()?, root);
         drop(w);
-        e.tree(CATALOG_ROOT).put(name.as_bytes(), &StoredValue::Inline(root.to_le_bytes().to_vec()))?;
-        Ok(Table { db: self.clone(), name: name.into(), root })
+        e.tree(CATALOG_ROOT).put(
+            name.as_bytes(),
+            &StoredValue::Inline(root.to_le_bytes().to_vec()),
+        )?;
+        Ok(Table {
+            db: self.clone(),
+            name: name.into(),
+            root,
+        })
     }
 
     /// Opens table `name`; [`Error::TableNotFound`] if it does not exist.
     pub fn open_table(&self, name: &str) -> Result<Table> {
         check_name(name)?;
         match self.lookup_root(name)? {
-            Some(root) => Ok(Table { db: self.clone(), name: name.into(), root }),
+            Some(root) => Ok(Table {
+                db: self.clone(),
+                name: name.into(),
+                root,
+            }),
             None => Err(Error::TableNotFound(name.to_string())),
         }
     }
@@ -363,7 +435,9 @@ impl Database {
         let e = self.engine();
         e.pager.check_writable()?;
         let _c = e.catalog_lock.lock();
-        let root = self.lookup_root(name)?.ok_or_else(|| Error::TableNotFound(name.to_string()))?;
+        let root = self
+            .lookup_root(name)?
+            .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
         let _in = e.gate.enter();
         let mut pages = Vec::new();
         e.tree(root).for_each_page(&mut |p| {
@@ -380,7 +454,11 @@ impl Database {
 
     /// Names of all tables, in order.
     pub fn list_tables(&self) -> Result<Vec<String>> {
-        let t = Table { db: self.clone(), name: String::new(), root: CATALOG_ROOT };
+        let t = Table {
+            db: self.clone(),
+            name: String::new(),
+            root: CATALOG_ROOT,
+        };
         t.iter()
             .map(|r| r.map(|(k, _)| String::from_utf8_lossy(&k).into_owned()))
             .collect()
@@ -401,7 +479,9 @@ impl Database {
             };
             check_key(key)?;
             if !roots.contains_key(table) {
-                let root = self.lookup_root(table)?.ok_or_else(|| Error::TableNotFound(table.clone()))?;
+                let root = self
+                    .lookup_root(table)?
+                    .ok_or_else(|| Error::TableNotFound(table.clone()))?;
                 roots.insert(table.clone(), root);
             }
         }
@@ -452,8 +532,14 @@ impl Database {
     }
 
     fn iter_catalog(&self) -> Result<Vec<(String, Vec<u8>)>> {
-        let t = Table { db: self.clone(), name: String::new(), root: CATALOG_ROOT };
-        t.iter().map(|r| r.map(|(k, v)| (String::from_utf8_lossy(&k).into_owned(), v))).collect()
+        let t = Table {
+            db: self.clone(),
+            name: String::new(),
+            root: CATALOG_ROOT,
+        };
+        t.iter()
+            .map(|r| r.map(|(k, v)| (String::from_utf8_lossy(&k).into_owned(), v)))
+            .collect()
     }
 
     /// Stops background work, checkpoints and closes. Other clones of this
@@ -467,7 +553,10 @@ fn apply_put(e: &Engine, root: u64, key: &[u8], value: &[u8]) -> Result<()> {
     let stored = if node::fits_inline(key.len(), value.len()) {
         StoredValue::Inline(value.to_vec())
     } else {
-        StoredValue::Overflow { len: value.len() as u64, index_pid: overflow::write(&e.pager, value)? }
+        StoredValue::Overflow {
+            len: value.len() as u64,
+            index_pid: overflow::write(&e.pager, value)?,
+        }
     };
     let tree = e.tree(root);
     if let Some(old) = tree.put(key, &stored)? {
@@ -497,7 +586,9 @@ pub struct Table {
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Table").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("Table")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -520,7 +611,9 @@ impl Table {
 
     fn map_dropped<T>(&self, r: Result<T>) -> Result<T> {
         match r {
-            Err(Error::Corruption { .. }) if self.check_live().is_err() => Err(Error::TableDropped(self.name.clone())),
+            Err(Error::Corruption { .. }) if self.check_live().is_err() => {
+                Err(Error::TableDropped(self.name.clone()))
+            }
             r => r,
         }
     }
@@ -615,7 +708,12 @@ impl Range {
 
     fn refill_front(&mut self) -> Result<()> {
         while self.front.is_empty() && !self.front_done {
-            let batch = self.table.db.engine().tree(self.table.root).fetch_forward(&self.lo, &self.hi);
+            let batch = self
+                .table
+                .db
+                .engine()
+                .tree(self.table.root)
+                .fetch_forward(&self.lo, &self.hi);
             let batch = self.table.map_dropped(batch)?;
             if let Some((k, _)) = batch.entries.last() {
                 self.lo = Bound::Excluded(k.clone());
@@ -632,7 +730,12 @@ impl Range {
 
     fn refill_back(&mut self) -> Result<()> {
         while self.back.is_empty() && !self.back_done {
-            let batch = self.table.db.engine().tree(self.table.root).fetch_backward(&self.lo, &self.hi);
+            let batch = self
+                .table
+                .db
+                .engine()
+                .tree(self.table.root)
+                .fetch_backward(&self.lo, &self.hi);
             let batch = self.table.map_dropped(batch)?;
             if let Some((k, _)) = batch.entries.last() {
                 self.hi = Bound::Excluded(k.clone());

@@ -15,8 +15,8 @@ use crate::gate::Gate;
 use crate::io::FileSystem;
 use crate::meta::{self, Meta};
 use crate::page::{self, get_u64, PageKind, HEADER_SIZE, PAGE_SIZE};
-use crate::pager::Pager;
 use crate::pagemap::{PageMap, CHUNK_ENTRIES, MAX_CHUNKS, NO_BLOCK};
+use crate::pager::Pager;
 
 /// Page id of the catalog tree (table name -> root page id).
 pub(crate) const CATALOG_ROOT: u64 = 1;
@@ -35,7 +35,11 @@ pub(crate) struct Engine {
 
 impl Engine {
     pub(crate) fn tree(&self, root: u64) -> Tree<'_> {
-        Tree { pager: &self.pager, pool: &self.pool, root }
+        Tree {
+            pager: &self.pager,
+            pool: &self.pool,
+            root,
+        }
     }
 
     pub(crate) fn open(dir: &Path, fs: &dyn FileSystem, cfg: PoolConfig) -> Result<Engine> {
@@ -45,22 +49,43 @@ impl Engine {
         let len = file.len()?;
         if len == 0 {
             let mut buf = vec![0u8; PAGE_SIZE];
-            Meta { generation: 1, epoch: 0, next_pid: CATALOG_ROOT, dir_block: 0, map_chunks: 0 }.encode(&mut buf);
+            Meta {
+                generation: 1,
+                epoch: 0,
+                next_pid: CATALOG_ROOT,
+                dir_block: 0,
+                map_chunks: 0,
+            }
+            .encode(&mut buf);
             file.write_all_at(&buf, PAGE_SIZE as u64)?;
             file.sync_data()?;
             // Make the new file's directory entry durable too.
             std::fs::File::open(dir)?.sync_all()?;
         } else if len < 2 * PAGE_SIZE as u64 {
-            return Err(Error::NotADatabase(format!("{} is {len} bytes: too short for a tidemark data file", path.display())));
+            return Err(Error::NotADatabase(format!(
+                "{} is {len} bytes: too short for a tidemark data file",
+                path.display()
+            )));
         }
         let file_blocks = file.len()?.div_ceil(PAGE_SIZE as u64);
         let (mut a, mut b) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
-        file.read_exact_at(&mut a, 0).or_else(|e| if e.kind() == std::io::ErrorKind::UnexpectedEof { Ok(()) } else { Err(e) })?;
+        file.read_exact_at(&mut a, 0).or_else(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })?;
         file.read_exact_at(&mut b, PAGE_SIZE as u64)?;
         let m = meta::choose(&a, &b)?;
         let map = PageMap::new();
         let (dir_blocks, chunk_blocks) = read_map(&*file, &m, &map, file_blocks)?;
-        let mut used: Vec<u64> = dir_blocks.iter().chain(chunk_blocks.iter()).copied().filter(|&b| b != 0).collect();
+        let mut used: Vec<u64> = dir_blocks
+            .iter()
+            .chain(chunk_blocks.iter())
+            .copied()
+            .filter(|&b| b != 0)
+            .collect();
         let mut free_pids = Vec::new();
         for pid in CATALOG_ROOT..m.next_pid {
             match map.block(pid) {
@@ -69,13 +94,18 @@ impl Engine {
             }
         }
         free_pids.reverse();
-        let alloc = BlockAlloc::new(used).map_err(|blk| Error::corruption(blk, "block referenced twice in the page map"))?;
+        let alloc = BlockAlloc::new(used)
+            .map_err(|blk| Error::corruption(blk, "block referenced twice in the page map"))?;
         let pager = Pager::new(file, map, alloc, m.epoch + 1, m.next_pid, free_pids);
         let engine = Engine {
             pager,
             pool: BufferPool::new(cfg),
             gate: Gate::new(),
-            durable: Mutex::new(Durable { generation: m.generation, chunk_blocks, dir_blocks }),
+            durable: Mutex::new(Durable {
+                generation: m.generation,
+                chunk_blocks,
+                dir_blocks,
+            }),
             ckpt: CheckpointCounters::default(),
             catalog_lock: Mutex::new(()),
         };
@@ -94,16 +124,31 @@ impl Engine {
 }
 
 /// Loads the durable page map; returns (directory blocks, chunk blocks).
-fn read_map(file: &dyn crate::io::FileIo, m: &Meta, map: &PageMap, file_blocks: u64) -> Result<(Vec<u64>, Vec<u64>)> {
+fn read_map(
+    file: &dyn crate::io::FileIo,
+    m: &Meta,
+    map: &PageMap,
+    file_blocks: u64,
+) -> Result<(Vec<u64>, Vec<u64>)> {
     let nchunks = m.map_chunks as usize;
     let empty = nchunks == 0 && m.dir_block == 0;
-    if nchunks > MAX_CHUNKS || (!empty && (m.next_pid as usize).div_ceil(CHUNK_ENTRIES) != nchunks) {
-        return Err(Error::corruption(0, format!("meta lists {nchunks} map chunks for {} page ids", m.next_pid)));
+    if nchunks > MAX_CHUNKS || (!empty && (m.next_pid as usize).div_ceil(CHUNK_ENTRIES) != nchunks)
+    {
+        return Err(Error::corruption(
+            0,
+            format!(
+                "meta lists {nchunks} map chunks for {} page ids",
+                m.next_pid
+            ),
+        ));
     }
     let mut buf = vec![0u8; PAGE_SIZE];
     let read = |blk: u64, buf: &mut [u8]| -> Result<()> {
         if blk < crate::alloc::META_BLOCKS || blk >= file_blocks {
-            return Err(Error::corruption(blk, format!("block {blk} is outside the file ({file_blocks} blocks)")));
+            return Err(Error::corruption(
+                blk,
+                format!("block {blk} is outside the file ({file_blocks} blocks)"),
+            ));
         }
         file.read_exact_at(buf, blk * PAGE_SIZE as u64)?;
         Ok(())
@@ -119,7 +164,10 @@ fn read_map(file: &dyn crate::io::FileIo, m: &Meta, map: &PageMap, file_blocks: 
         page::check(&buf, &[PageKind::MapDirectory], dirs.len() as u64, next)?;
         let n = page::count(&buf);
         if n == 0 || n > CHUNK_ENTRIES || chunks.len() + n > nchunks {
-            return Err(Error::corruption(next, "map directory page has a bad entry count"));
+            return Err(Error::corruption(
+                next,
+                "map directory page has a bad entry count",
+            ));
         }
         chunks.extend((0..n).map(|i| get_u64(&buf, HEADER_SIZE + i * 8)));
         dirs.push(next);
@@ -138,7 +186,10 @@ fn read_map(file: &dyn crate::io::FileIo, m: &Meta, map: &PageMap, file_blocks: 
                 continue;
             }
             if v < crate::alloc::META_BLOCKS || v >= file_blocks {
-                return Err(Error::corruption(pid, format!("mapped to block {v}, outside the file ({file_blocks} blocks)")));
+                return Err(Error::corruption(
+                    pid,
+                    format!("mapped to block {v}, outside the file ({file_blocks} blocks)"),
+                ));
             }
             map.swap_block(pid, v);
         }

@@ -126,7 +126,11 @@ mod tests {
             .collect();
         for _ in 0..200 {
             gate.close();
-            assert_eq!(inside.load(Ordering::SeqCst), 0, "a writer is inside a closed gate");
+            assert_eq!(
+                inside.load(Ordering::SeqCst),
+                0,
+                "a writer is inside a closed gate"
+            );
             gate.open();
         }
         stop.store(true, Ordering::Relaxed);

@@ -14,6 +14,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// One open file, addressed by byte offset.
+// A file length is an I/O query, not a container size; an `is_empty` would
+// add nothing.
+#[allow(clippy::len_without_is_empty)]
 pub trait FileIo: Send + Sync + 'static {
     /// Fills `buf` from `offset`; reading past the end is an
     /// [`io::ErrorKind::UnexpectedEof`] error.

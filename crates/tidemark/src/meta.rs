@@ -67,11 +67,15 @@ impl Meta {
         page::check(buf, &[PageKind::Meta], slot, slot)?;
         let version = get_u32(buf, VERSION_OFFSET);
         if version != FORMAT_VERSION {
-            return Err(Error::NotADatabase(format!("format version {version}, this build reads {FORMAT_VERSION}")));
+            return Err(Error::NotADatabase(format!(
+                "format version {version}, this build reads {FORMAT_VERSION}"
+            )));
         }
         let ps = get_u32(buf, PAGE_SIZE_OFFSET) as usize;
         if ps != PAGE_SIZE {
-            return Err(Error::NotADatabase(format!("page size {ps}, this build uses {PAGE_SIZE}")));
+            return Err(Error::NotADatabase(format!(
+                "page size {ps}, this build uses {PAGE_SIZE}"
+            )));
         }
         let m = Meta {
             generation: get_u64(buf, GENERATION_OFFSET),
@@ -81,7 +85,10 @@ impl Meta {
             map_chunks: get_u32(buf, MAP_CHUNKS_OFFSET),
         };
         if m.generation % 2 != slot {
-            return Err(Error::corruption(slot, format!("generation {} stored in slot {slot}", m.generation)));
+            return Err(Error::corruption(
+                slot,
+                format!("generation {} stored in slot {slot}", m.generation),
+            ));
         }
         Ok(Some(m))
     }
@@ -95,7 +102,9 @@ pub(crate) fn choose(slot0: &[u8], slot1: &[u8]) -> Result<Meta> {
     match (a, b) {
         (Ok(Some(x)), Ok(Some(y))) => Ok(if x.generation > y.generation { x } else { y }),
         (Ok(Some(x)), _) | (_, Ok(Some(x))) => Ok(x),
-        (Ok(None), Ok(None)) => Err(Error::NotADatabase("no tidemark meta page in blocks 0 and 1".into())),
+        (Ok(None), Ok(None)) => Err(Error::NotADatabase(
+            "no tidemark meta page in blocks 0 and 1".into(),
+        )),
         (Err(e), _) | (_, Err(e)) => Err(e),
     }
 }
@@ -105,7 +114,13 @@ mod tests {
     use super::*;
 
     fn m(generation: u64) -> Meta {
-        Meta { generation, epoch: 3, next_pid: 10, dir_block: 4, map_chunks: 1 }
+        Meta {
+            generation,
+            epoch: 3,
+            next_pid: 10,
+            dir_block: 4,
+            map_chunks: 1,
+        }
     }
 
     #[test]

@@ -154,21 +154,32 @@ pub(crate) fn check(buf: &[u8], want_kind: &[PageKind], want_id: u64, page: u64)
     let actual = crc32c::crc32c(&buf[KIND_OFFSET..]);
     if stored != actual {
         if buf.iter().all(|&b| b == 0) {
-            return Err(Error::corruption(page, "block was never written (all zero)"));
+            return Err(Error::corruption(
+                page,
+                "block was never written (all zero)",
+            ));
         }
         return Err(Error::corruption(
             page,
             format!("checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"),
         ));
     }
-    let k = kind(buf).ok_or_else(|| Error::corruption(page, format!("unknown page kind {}", buf[KIND_OFFSET])))?;
+    let k = kind(buf).ok_or_else(|| {
+        Error::corruption(page, format!("unknown page kind {}", buf[KIND_OFFSET]))
+    })?;
     if !want_kind.contains(&k) {
-        return Err(Error::corruption(page, format!("expected a {want_kind:?} page, found {k:?}")));
+        return Err(Error::corruption(
+            page,
+            format!("expected a {want_kind:?} page, found {k:?}"),
+        ));
     }
     if id(buf) != want_id {
         return Err(Error::corruption(
             page,
-            format!("misplaced page: expected id {want_id}, header says {}", id(buf)),
+            format!(
+                "misplaced page: expected id {want_id}, header says {}",
+                id(buf)
+            ),
         ));
     }
     Ok(())
@@ -185,12 +196,21 @@ mod tests {
         buf[100] = 7;
         seal(&mut buf);
         check(&buf, &[PageKind::Leaf], 42, 42).unwrap();
-        assert!(matches!(check(&buf, &[PageKind::Leaf], 43, 43), Err(Error::Corruption { .. })));
-        assert!(matches!(check(&buf, &[PageKind::Branch], 42, 42), Err(Error::Corruption { .. })));
+        assert!(matches!(
+            check(&buf, &[PageKind::Leaf], 43, 43),
+            Err(Error::Corruption { .. })
+        ));
+        assert!(matches!(
+            check(&buf, &[PageKind::Branch], 42, 42),
+            Err(Error::Corruption { .. })
+        ));
         for at in [0usize, 4, 5, 100, PAGE_SIZE - 1] {
             let mut bad = buf.clone();
             bad[at] ^= 0x10;
-            assert!(check(&bad, &[PageKind::Leaf], 42, 42).is_err(), "flip at {at} undetected");
+            assert!(
+                check(&bad, &[PageKind::Leaf], 42, 42).is_err(),
+                "flip at {at} undetected"
+            );
         }
     }
 

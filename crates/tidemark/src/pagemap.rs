@@ -42,7 +42,9 @@ pub(crate) struct PageMap {
 
 impl PageMap {
     pub(crate) fn new() -> Self {
-        PageMap { chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect() }
+        PageMap {
+            chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+        }
     }
 
     fn entry(&self, pid: u64) -> Option<&Entry> {
@@ -52,7 +54,10 @@ impl PageMap {
         let c = (pid / CHUNK_ENTRIES as u64) as usize;
         let chunk = self.chunks[c].get_or_init(|| {
             (0..CHUNK_ENTRIES)
-                .map(|_| Entry { block: AtomicU64::new(NO_BLOCK), frame: AtomicU32::new(NO_FRAME) })
+                .map(|_| Entry {
+                    block: AtomicU64::new(NO_BLOCK),
+                    frame: AtomicU32::new(NO_FRAME),
+                })
                 .collect()
         });
         Some(&chunk[(pid % CHUNK_ENTRIES as u64) as usize])
@@ -60,7 +65,8 @@ impl PageMap {
 
     /// Block of `pid`, `NO_BLOCK` if never written or out of range.
     pub(crate) fn block(&self, pid: u64) -> u64 {
-        self.entry(pid).map_or(NO_BLOCK, |e| e.block.load(Ordering::Acquire))
+        self.entry(pid)
+            .map_or(NO_BLOCK, |e| e.block.load(Ordering::Acquire))
     }
 
     /// Sets the block of `pid`, returning the previous one.
@@ -72,7 +78,8 @@ impl PageMap {
     }
 
     pub(crate) fn frame(&self, pid: u64) -> u32 {
-        self.entry(pid).map_or(NO_FRAME, |e| e.frame.load(Ordering::Acquire))
+        self.entry(pid)
+            .map_or(NO_FRAME, |e| e.frame.load(Ordering::Acquire))
     }
 
     pub(crate) fn set_frame(&self, pid: u64, frame: u32) {
@@ -84,7 +91,9 @@ impl PageMap {
     /// Publishes `frame` for `pid` only if no frame is published yet.
     pub(crate) fn claim_frame(&self, pid: u64, frame: u32) -> bool {
         self.entry(pid).is_some_and(|e| {
-            e.frame.compare_exchange(NO_FRAME, frame, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            e.frame
+                .compare_exchange(NO_FRAME, frame, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
         })
     }
 }

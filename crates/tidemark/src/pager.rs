@@ -77,16 +77,30 @@ struct PidFree {
 }
 
 impl Pager {
-    pub(crate) fn new(file: Arc<dyn FileIo>, map: PageMap, alloc: BlockAlloc, epoch: u64, next_pid: u64, free_pids: Vec<u64>) -> Self {
+    pub(crate) fn new(
+        file: Arc<dyn FileIo>,
+        map: PageMap,
+        alloc: BlockAlloc,
+        epoch: u64,
+        next_pid: u64,
+        free_pids: Vec<u64>,
+    ) -> Self {
         Pager {
             file,
             map,
             alloc,
             epoch: AtomicU64::new(epoch),
-            state: Mutex::new(EpochState { epoch, dirty_chunks: BTreeSet::new(), running: None }),
+            state: Mutex::new(EpochState {
+                epoch,
+                dirty_chunks: BTreeSet::new(),
+                running: None,
+            }),
             dirty_list: Mutex::new(Vec::new()),
             next_pid: AtomicU64::new(next_pid),
-            pids: Mutex::new(PidFree { free: free_pids, limbo: Vec::new() }),
+            pids: Mutex::new(PidFree {
+                free: free_pids,
+                limbo: Vec::new(),
+            }),
             stopped: AtomicBool::new(false),
             stop_reason: Mutex::new(String::new()),
             counters: PagerCounters::default(),
@@ -130,7 +144,7 @@ impl Pager {
     pub(crate) fn free_pid(&self, pid: u64) {
         let mut st = self.state.lock();
         let e = st.epoch;
-        self.set_mapping_locked(&mut st, pid, NO_BLOCK);
+        self.set_mapping_locked(&mut st, pid, NO_BLOCK, false);
         self.pids.lock().limbo.push((e, pid));
     }
 
@@ -150,9 +164,21 @@ impl Pager {
 
     /// Changes the block of `pid` (caller holds `state`), recording what the
     /// running checkpoint needs and freeing the old block.
-    pub(crate) fn set_mapping_locked(&self, st: &mut EpochState, pid: u64, block: u64) {
+    ///
+    /// `same_as_checkpoint` says the running checkpoint records this very
+    /// block for `pid`, so once it is durable the entry does not differ
+    /// from disk and its chunk need not be rewritten again.
+    pub(crate) fn set_mapping_locked(
+        &self,
+        st: &mut EpochState,
+        pid: u64,
+        block: u64,
+        same_as_checkpoint: bool,
+    ) {
         let old = self.map.swap_block(pid, block);
-        st.dirty_chunks.insert(pagemap::chunk_of(pid));
+        if !same_as_checkpoint {
+            st.dirty_chunks.insert(pagemap::chunk_of(pid));
+        }
         if let Some(r) = st.running.as_mut() {
             r.map_before.entry(pid).or_insert(old);
         }
@@ -165,7 +191,10 @@ impl Pager {
     pub(crate) fn read_page(&self, pid: u64, buf: &mut [u8], kinds: &[PageKind]) -> Result<()> {
         let block = self.map.block(pid);
         if block == NO_BLOCK {
-            return Err(Error::corruption(pid, "page id has no block (dangling reference)"));
+            return Err(Error::corruption(
+                pid,
+                "page id has no block (dangling reference)",
+            ));
         }
         self.read_block(block, buf, pid)?;
         page::check(buf, kinds, pid, pid)?;
@@ -181,9 +210,10 @@ impl Pager {
     pub(crate) fn read_block(&self, block: u64, buf: &mut [u8], page: u64) -> Result<()> {
         match self.file.read_exact_at(buf, block * PAGE_SIZE as u64) {
             Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                Err(Error::corruption(page, format!("block {block} lies past the end of the file")))
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(Error::corruption(
+                page,
+                format!("block {block} lies past the end of the file"),
+            )),
             Err(e) => Err(e.into()),
         }
     }
@@ -197,7 +227,9 @@ impl Pager {
             return Err(e.into());
         }
         self.counters.pages_written.fetch_add(1, Ordering::Relaxed);
-        self.counters.bytes_written.fetch_add(PAGE_SIZE as u64, Ordering::Relaxed);
+        self.counters
+            .bytes_written
+            .fetch_add(PAGE_SIZE as u64, Ordering::Relaxed);
         Ok(b)
     }
 
@@ -205,7 +237,7 @@ impl Pager {
     pub(crate) fn write_direct(&self, pid: u64, buf: &mut [u8]) -> Result<()> {
         let b = self.write_new_block(buf, true)?;
         let mut st = self.state.lock();
-        self.set_mapping_locked(&mut st, pid, b);
+        self.set_mapping_locked(&mut st, pid, b, false);
         Ok(())
     }
 }

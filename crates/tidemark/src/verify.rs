@@ -41,7 +41,12 @@ struct Walk<'a> {
 }
 
 pub(crate) fn verify(e: &Engine, tables: &[(String, u64)]) -> VerifyReport {
-    let mut w = Walk { e, seen: HashSet::new(), report: VerifyReport::default(), table: String::new() };
+    let mut w = Walk {
+        e,
+        seen: HashSet::new(),
+        report: VerifyReport::default(),
+        table: String::new(),
+    };
     for (name, root) in tables {
         w.table = name.clone();
         w.report.tables += 1;
@@ -53,11 +58,20 @@ pub(crate) fn verify(e: &Engine, tables: &[(String, u64)]) -> VerifyReport {
 impl Walk<'_> {
     fn problem(&mut self, pid: u64, what: impl std::fmt::Display) {
         let t = self.table.clone();
-        self.report.problems.push(format!("table {t}: page {pid}: {what}"));
+        self.report
+            .problems
+            .push(format!("table {t}: page {pid}: {what}"));
     }
 
     /// Checks the subtree at `pid`: keys within [lo, hi), level as expected.
-    fn node(&mut self, pid: u64, lo: Option<&[u8]>, hi: Option<&[u8]>, level: Option<u8>, depth: usize) {
+    fn node(
+        &mut self,
+        pid: u64,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+        level: Option<u8>,
+        depth: usize,
+    ) {
         if depth > MAX_DEPTH {
             return self.problem(pid, "deeper than the depth limit");
         }
@@ -72,7 +86,10 @@ impl Walk<'_> {
         let b = &bytes[..];
         if let Some(l) = level {
             if page::level(b) != l {
-                self.problem(pid, format!("level {} where {l} was expected", page::level(b)));
+                self.problem(
+                    pid,
+                    format!("level {} where {l} was expected", page::level(b)),
+                );
             }
         }
         let n = page::count(b);
@@ -88,7 +105,10 @@ impl Walk<'_> {
                 self.problem(pid, format!("key {i} out of order"));
             }
             if hi.is_some_and(|h| k >= h) {
-                self.problem(pid, format!("key {i} at or above the parent's upper separator"));
+                self.problem(
+                    pid,
+                    format!("key {i} at or above the parent's upper separator"),
+                );
             }
             prev = Some(k);
         }
@@ -105,7 +125,11 @@ impl Walk<'_> {
         }
         let lvl = page::level(b).saturating_sub(1);
         for i in 0..=n {
-            let clo = if i == 0 { lo } else { Some(node::key(b, i - 1)) };
+            let clo = if i == 0 {
+                lo
+            } else {
+                Some(node::key(b, i - 1))
+            };
             let chi = if i == n { hi } else { Some(node::key(b, i)) };
             self.node(node::child(b, i), clo, chi, Some(lvl), depth + 1);
         }

@@ -34,7 +34,10 @@ fn tables_are_independent_and_listed() {
     b.put(b"x", b"2").unwrap();
     assert_eq!(a.get(b"x").unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(b.get(b"x").unwrap().as_deref(), Some(&b"2"[..]));
-    assert_eq!(db.list_tables().unwrap(), vec!["a".to_string(), "b".to_string()]);
+    assert_eq!(
+        db.list_tables().unwrap(),
+        vec!["a".to_string(), "b".to_string()]
+    );
     db.drop_table("a").unwrap();
     assert_eq!(db.list_tables().unwrap(), vec!["b".to_string()]);
     assert!(matches!(a.get(b"x"), Err(Error::TableDropped(_))));
@@ -53,7 +56,10 @@ fn limits_are_typed_errors_and_change_nothing() {
     assert!(matches!(t.put(&big_key, b"v"), Err(Error::KeySize { .. })));
     assert!(matches!(t.put(b"", b"v"), Err(Error::KeySize { .. })));
     let big_val = vec![0u8; MAX_VALUE_SIZE + 1];
-    assert!(matches!(t.put(b"k", &big_val), Err(Error::ValueTooLarge { .. })));
+    assert!(matches!(
+        t.put(b"k", &big_val),
+        Err(Error::ValueTooLarge { .. })
+    ));
     // A batch with one bad operation applies nothing.
     let mut b = WriteBatch::new();
     b.put("t", b"good", b"1").put("t", &big_key, b"2");
@@ -62,7 +68,10 @@ fn limits_are_typed_errors_and_change_nothing() {
     b.put("t", b"good", b"1").put("missing", b"k", b"2");
     assert!(matches!(db.write(&b), Err(Error::TableNotFound(_))));
     assert!(dump(&t).is_empty());
-    assert!(matches!(db.create_table(""), Err(Error::InvalidTableName(_))));
+    assert!(matches!(
+        db.create_table(""),
+        Err(Error::InvalidTableName(_))
+    ));
 }
 
 #[test]
@@ -89,7 +98,10 @@ fn largest_key_and_value_roundtrip_across_reopen() {
     assert_eq!(dump(&t).len(), 51);
     let report = db.verify().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
-    assert!(report.overflow_pages > 1000, "16 MiB value spans many overflow pages");
+    assert!(
+        report.overflow_pages > 1000,
+        "16 MiB value spans many overflow pages"
+    );
     // Overwriting and deleting the big value frees its pages for reuse.
     let before = db.stats().file_size;
     for _ in 0..3 {
@@ -99,7 +111,10 @@ fn largest_key_and_value_roundtrip_across_reopen() {
     t.delete(&key).unwrap();
     db.checkpoint().unwrap();
     db.checkpoint().unwrap();
-    assert!(db.stats().file_size <= before + 2 * MAX_VALUE_SIZE as u64 + (4 << 20), "file grew without bound");
+    assert!(
+        db.stats().file_size <= before + 2 * MAX_VALUE_SIZE as u64 + (4 << 20),
+        "file grew without bound"
+    );
 }
 
 #[test]
@@ -107,7 +122,9 @@ fn ranges_forward_reverse_bounds_and_both_ends() {
     let dir = tempfile::tempdir().unwrap();
     let db = small_builder().open(dir.path()).unwrap();
     let t = db.table("t").unwrap();
-    let keys: Vec<Vec<u8>> = (0..5000u32).map(|i| format!("key{:06}", i * 2).into_bytes()).collect();
+    let keys: Vec<Vec<u8>> = (0..5000u32)
+        .map(|i| format!("key{:06}", i * 2).into_bytes())
+        .collect();
     for k in &keys {
         t.put(k, vec![b'v'; 40]).unwrap();
     }
@@ -121,12 +138,24 @@ fn ranges_forward_reverse_bounds_and_both_ends() {
     let lo = b"key000100".as_slice();
     let hi = b"key000201".as_slice();
     let got: Vec<Vec<u8>> = t.range(lo..hi).map(|r| r.unwrap().0).collect();
-    let want: Vec<Vec<u8>> = keys.iter().filter(|k| k.as_slice() >= lo && k.as_slice() < hi).cloned().collect();
+    let want: Vec<Vec<u8>> = keys
+        .iter()
+        .filter(|k| k.as_slice() >= lo && k.as_slice() < hi)
+        .cloned()
+        .collect();
     assert_eq!(got, want);
-    let got: Vec<Vec<u8>> = t.range(lo..=b"key000200".as_slice()).rev().map(|r| r.unwrap().0).collect();
+    let got: Vec<Vec<u8>> = t
+        .range(lo..=b"key000200".as_slice())
+        .rev()
+        .map(|r| r.unwrap().0)
+        .collect();
     assert_eq!(got.first().map(|k| k.as_slice()), Some(&b"key000200"[..]));
     assert_eq!(got.last().map(|k| k.as_slice()), Some(lo));
-    let excl: Vec<Vec<u8>> = t.range::<&[u8], _>((std::ops::Bound::Excluded(lo), std::ops::Bound::Unbounded)).take(1).map(|r| r.unwrap().0).collect();
+    let excl: Vec<Vec<u8>> = t
+        .range::<&[u8], _>((std::ops::Bound::Excluded(lo), std::ops::Bound::Unbounded))
+        .take(1)
+        .map(|r| r.unwrap().0)
+        .collect();
     assert_eq!(excl, vec![b"key000102".to_vec()]);
 
     // Alternating ends meet in the middle without repeating a key.
@@ -162,7 +191,14 @@ fn deleting_everything_leaves_empty_leaves_that_scans_skip() {
         }
     }
     let left: Vec<Vec<u8>> = t.iter().map(|r| r.unwrap().0).collect();
-    assert_eq!(left, vec![500u32.to_be_bytes().to_vec(), 1500u32.to_be_bytes().to_vec(), 2500u32.to_be_bytes().to_vec()]);
+    assert_eq!(
+        left,
+        vec![
+            500u32.to_be_bytes().to_vec(),
+            1500u32.to_be_bytes().to_vec(),
+            2500u32.to_be_bytes().to_vec()
+        ]
+    );
     assert_eq!(t.iter().rev().count(), 3);
     assert!(db.verify().unwrap().is_ok());
 }
@@ -170,7 +206,22 @@ fn deleting_everything_leaves_empty_leaves_that_scans_skip() {
 #[test]
 fn options_are_validated() {
     let dir = tempfile::tempdir().unwrap();
-    assert!(matches!(tidemark::Builder::new().cache_size(100_000).open(dir.path()), Err(Error::InvalidOption(_))));
-    assert!(matches!(tidemark::Builder::new().eviction_target(96).open(dir.path()), Err(Error::InvalidOption(_))));
-    assert!(matches!(tidemark::Builder::new().eviction_dirty_target(30).open(dir.path()), Err(Error::InvalidOption(_))));
+    assert!(matches!(
+        tidemark::Builder::new()
+            .cache_size(100_000)
+            .open(dir.path()),
+        Err(Error::InvalidOption(_))
+    ));
+    assert!(matches!(
+        tidemark::Builder::new()
+            .eviction_target(96)
+            .open(dir.path()),
+        Err(Error::InvalidOption(_))
+    ));
+    assert!(matches!(
+        tidemark::Builder::new()
+            .eviction_dirty_target(30)
+            .open(dir.path()),
+        Err(Error::InvalidOption(_))
+    ));
 }

@@ -9,7 +9,10 @@ use common::SimFs;
 use tidemark::{Error, DATA_FILE, PAGE_SIZE};
 
 fn build(fs: &SimFs, dir: &std::path::Path) {
-    let db = common::small_builder().file_system(Arc::new(fs.clone())).open(dir).unwrap();
+    let db = common::small_builder()
+        .file_system(Arc::new(fs.clone()))
+        .open(dir)
+        .unwrap();
     let t = db.table("t").unwrap();
     for i in 0..3000u32 {
         t.put(i.to_be_bytes(), [i as u8; 100]).unwrap();
@@ -29,7 +32,9 @@ fn flipped_bytes_in_any_block_give_corruption_not_panic() {
     for blk in 2..blocks {
         let img = fs.crash_image(false);
         img.with_file(&path, |d| d[blk * PAGE_SIZE + 100 + blk % 1000] ^= 0x5A);
-        let opened = common::small_builder().file_system(Arc::new(img.clone())).open(dir.path());
+        let opened = common::small_builder()
+            .file_system(Arc::new(img.clone()))
+            .open(dir.path());
         let db = match opened {
             Err(Error::Corruption { .. }) => {
                 detected += 1; // a map or directory block
@@ -41,18 +46,32 @@ fn flipped_bytes_in_any_block_give_corruption_not_panic() {
         let report = db.verify().unwrap();
         let t = db.open_table("t");
         let scan: Result<Vec<_>, String> = match &t {
-            Ok(t) => t.iter().collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string()),
+            Ok(t) => t
+                .iter()
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
         if !report.is_ok() {
             detected += 1;
-            assert!(scan.is_err() || report.problems.iter().any(|p| p.contains("overflow") || p.contains("big")), "verify found {:?} but a scan succeeded", report.problems);
+            assert!(
+                scan.is_err()
+                    || report
+                        .problems
+                        .iter()
+                        .any(|p| p.contains("overflow") || p.contains("big")),
+                "verify found {:?} but a scan succeeded",
+                report.problems
+            );
         } else {
             // The block was free (an old copy): nothing may have changed.
             assert_eq!(scan.unwrap().len(), 3001, "block {blk}: undetected damage");
         }
     }
-    assert!(detected > 10, "only {detected} damaged blocks were detected");
+    assert!(
+        detected > 10,
+        "only {detected} damaged blocks were detected"
+    );
 }
 
 #[test]
@@ -65,7 +84,10 @@ fn both_meta_pages_damaged_is_an_error() {
         d[200] ^= 1;
         d[PAGE_SIZE + 200] ^= 1;
     });
-    let err = common::small_builder().file_system(Arc::new(fs)).open(dir.path()).unwrap_err();
+    let err = common::small_builder()
+        .file_system(Arc::new(fs))
+        .open(dir.path())
+        .unwrap_err();
     assert!(matches!(err, Error::Corruption { .. }), "{err}");
 }
 
@@ -73,9 +95,15 @@ fn both_meta_pages_damaged_is_an_error() {
 fn foreign_and_truncated_files_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(DATA_FILE), vec![0x42u8; 3 * PAGE_SIZE]).unwrap();
-    assert!(matches!(tidemark::Database::open(dir.path()), Err(Error::NotADatabase(_))));
+    assert!(matches!(
+        tidemark::Database::open(dir.path()),
+        Err(Error::NotADatabase(_))
+    ));
     std::fs::write(dir.path().join(DATA_FILE), b"hello").unwrap();
-    assert!(matches!(tidemark::Database::open(dir.path()), Err(Error::NotADatabase(_))));
+    assert!(matches!(
+        tidemark::Database::open(dir.path()),
+        Err(Error::NotADatabase(_))
+    ));
     // The refused file is left as it was.
     assert_eq!(std::fs::read(dir.path().join(DATA_FILE)).unwrap(), b"hello");
 }
@@ -87,9 +115,15 @@ fn truncating_a_real_database_is_detected() {
     build(&fs, dir.path());
     let path = dir.path().join(DATA_FILE);
     fs.with_file(&path, |d| d.truncate(d.len() / 2));
-    match common::small_builder().file_system(Arc::new(fs)).open(dir.path()) {
+    match common::small_builder()
+        .file_system(Arc::new(fs))
+        .open(dir.path())
+    {
         Err(Error::Corruption { .. }) => {}
-        Ok(db) => assert!(!db.verify().unwrap().is_ok(), "half the file is gone but verify is happy"),
+        Ok(db) => assert!(
+            !db.verify().unwrap().is_ok(),
+            "half the file is gone but verify is happy"
+        ),
         Err(e) => panic!("unexpected error {e}"),
     }
 }

@@ -21,8 +21,12 @@ fn workload(fs: &SimFs, dir: &std::path::Path) -> (Vec<Model>, Option<Model>) {
     let mut done = vec![Model::new()];
     // No background eviction worker: application threads evict, so the
     // sequence of writes, and thus each crash point, is deterministic.
-    let builder = common::small_builder().eviction_threads(0).file_system(Arc::new(fs.clone()));
-    let Ok(db) = builder.open(dir) else { return (done, None) };
+    let builder = common::small_builder()
+        .eviction_threads(0)
+        .file_system(Arc::new(fs.clone()));
+    let Ok(db) = builder.open(dir) else {
+        return (done, None);
+    };
     let mut model = Model::new();
     for round in 0..3u32 {
         let step = (|| -> tidemark::Result<()> {
@@ -31,7 +35,11 @@ fn workload(fs: &SimFs, dir: &std::path::Path) -> (Vec<Model>, Option<Model>) {
             // are evicted to new blocks between checkpoints.
             for i in 0..1600u32 {
                 let k = format!("k{:04}", (i * 7 + round * 13) % 1600).into_bytes();
-                let v = if i % 400 == 0 { vec![round as u8; 20_000] } else { vec![i as u8; 900] };
+                let v = if i % 400 == 0 {
+                    vec![round as u8; 20_000]
+                } else {
+                    vec![i as u8; 900]
+                };
                 t.put(&k, &v)?;
                 model.insert(k, v);
             }
@@ -50,7 +58,10 @@ fn workload(fs: &SimFs, dir: &std::path::Path) -> (Vec<Model>, Option<Model>) {
             Ok(())
         })();
         if round == 0 && step.is_ok() {
-            assert!(db.stats().pages_evicted_dirty > 0, "workload must evict dirty pages between checkpoints");
+            assert!(
+                db.stats().pages_evicted_dirty > 0,
+                "workload must evict dirty pages between checkpoints"
+            );
         }
         if step.is_err() {
             return (done, Some(model));
@@ -64,7 +75,10 @@ fn workload(fs: &SimFs, dir: &std::path::Path) -> (Vec<Model>, Option<Model>) {
 }
 
 fn state(fs: &SimFs, dir: &std::path::Path) -> Model {
-    let db = common::small_builder().file_system(Arc::new(fs.clone())).open(dir).expect("reopen after crash");
+    let db = common::small_builder()
+        .file_system(Arc::new(fs.clone()))
+        .open(dir)
+        .expect("reopen after crash");
     let report = db.verify().unwrap();
     assert!(report.is_ok(), "verify after crash: {:?}", report.problems);
     match db.open_table("t") {
@@ -82,7 +96,10 @@ fn every_write_index_recovers_to_a_completed_checkpoint() {
     let (done, _) = workload(&fs, dir.path());
     assert_eq!(done.len(), 4);
     let total = fs.control.writes.load(Ordering::SeqCst);
-    assert!(total > 50, "workload too small to be interesting: {total} writes");
+    assert!(
+        total > 50,
+        "workload too small to be interesting: {total} writes"
+    );
     eprintln!("crash points: {total} writes");
 
     for n in 0..total {
@@ -94,13 +111,21 @@ fn every_write_index_recovers_to_a_completed_checkpoint() {
 
         // Power loss: exactly the last checkpoint that reported success.
         let got = state(&fs.crash_image(true), dir.path());
-        assert!(got == last_done, "power loss at write {n}: state is not the last completed checkpoint ({} vs {} keys)", got.len(), last_done.len());
+        assert!(
+            got == last_done,
+            "power loss at write {n}: state is not the last completed checkpoint ({} vs {} keys)",
+            got.len(),
+            last_done.len()
+        );
 
         // Process crash: the OS kept every completed write, so a checkpoint
         // whose meta write landed but whose final fsync failed may also be
         // the one found; nothing else may be.
         let got = state(&fs.crash_image(false), dir.path());
         let ok = got == last_done || _attempt.as_ref().is_some_and(|a| &got == a);
-        assert!(ok, "process crash at write {n}: state matches no checkpoint");
+        assert!(
+            ok,
+            "process crash at write {n}: state matches no checkpoint"
+        );
     }
 }

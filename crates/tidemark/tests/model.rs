@@ -44,7 +44,10 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn open(fs: &SimFs, dir: &Path) -> tidemark::Database {
-    common::small_builder().file_system(std::sync::Arc::new(fs.clone())).open(dir).unwrap()
+    common::small_builder()
+        .file_system(std::sync::Arc::new(fs.clone()))
+        .open(dir)
+        .unwrap()
 }
 
 fn run(ops: Vec<Op>) {
@@ -84,14 +87,22 @@ fn run(ops: Vec<Op>) {
             Op::Scan(a, z, rev) => {
                 let (lo, hi) = (key(a.min(z)), key(a.max(z)));
                 let mut got: Vec<(Vec<u8>, Vec<u8>)> = if rev {
-                    t.range(lo.as_slice()..hi.as_slice()).rev().map(|r| r.unwrap()).collect()
+                    t.range(lo.as_slice()..hi.as_slice())
+                        .rev()
+                        .map(|r| r.unwrap())
+                        .collect()
                 } else {
-                    t.range(lo.as_slice()..hi.as_slice()).map(|r| r.unwrap()).collect()
+                    t.range(lo.as_slice()..hi.as_slice())
+                        .map(|r| r.unwrap())
+                        .collect()
                 };
                 if rev {
                     got.reverse();
                 }
-                let want: Vec<(Vec<u8>, Vec<u8>)> = model.range(lo..hi).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .range(lo..hi)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 assert_eq!(got, want);
             }
             Op::Checkpoint => {

@@ -37,10 +37,18 @@ fn concurrent_writers_readers_and_checkpoints_match_the_model() {
                 while !stop.load(Ordering::Relaxed) {
                     // Keys are "w{writer}-{n}"; each scan must be ordered.
                     let mut prev: Option<Vec<u8>> = None;
-                    let it: Box<dyn Iterator<Item = _>> = if r == 0 { Box::new(t.iter()) } else { Box::new(t.iter().rev()) };
+                    let it: Box<dyn Iterator<Item = _>> = if r == 0 {
+                        Box::new(t.iter())
+                    } else {
+                        Box::new(t.iter().rev())
+                    };
                     for kv in it {
                         let (k, v) = kv.unwrap();
-                        assert_eq!(v.len(), 200 + (k.len() % 7), "value does not belong to its key");
+                        assert_eq!(
+                            v.len(),
+                            200 + (k.len() % 7),
+                            "value does not belong to its key"
+                        );
                         if let Some(p) = &prev {
                             assert!(if r == 0 { &k > p } else { &k < p }, "scan out of order");
                         }
@@ -89,14 +97,22 @@ fn concurrent_writers_readers_and_checkpoints_match_the_model() {
     let got: BTreeMap<_, _> = common::dump(&t).into_iter().collect();
     assert_eq!(got, model);
     let s = db.stats();
-    eprintln!("stress: dirty evictions {}, checkpoints {}, shadow copies {}, app evictions {}", s.pages_evicted_dirty, s.checkpoints, s.checkpoint_shadow_copies, s.app_thread_evictions);
-    assert!(s.pages_evicted_dirty > 0 && s.checkpoints > 1, "stress did not exercise eviction and checkpoints: {s:?}");
+    eprintln!(
+        "stress: dirty evictions {}, checkpoints {}, shadow copies {}, app evictions {}",
+        s.pages_evicted_dirty, s.checkpoints, s.checkpoint_shadow_copies, s.app_thread_evictions
+    );
+    assert!(
+        s.pages_evicted_dirty > 0 && s.checkpoints > 1,
+        "stress did not exercise eviction and checkpoints: {s:?}"
+    );
     assert!(db.verify().unwrap().is_ok());
     drop(t);
     db.close().unwrap();
 
     let db = tidemark::Database::open(dir.path()).unwrap();
-    let got: BTreeMap<_, _> = common::dump(&db.open_table("t").unwrap()).into_iter().collect();
+    let got: BTreeMap<_, _> = common::dump(&db.open_table("t").unwrap())
+        .into_iter()
+        .collect();
     assert_eq!(got, model, "state after reopen");
     assert!(db.verify().unwrap().is_ok());
 }

@@ -45,7 +45,10 @@ impl StoredValue {
     fn as_leaf(&self) -> LeafValue<'_> {
         match self {
             StoredValue::Inline(b) => LeafValue::Inline(b),
-            StoredValue::Overflow { len, index_pid } => LeafValue::Overflow { len: *len, index_pid: *index_pid },
+            StoredValue::Overflow { len, index_pid } => LeafValue::Overflow {
+                len: *len,
+                index_pid: *index_pid,
+            },
         }
     }
 }
@@ -82,7 +85,14 @@ pub(crate) fn in_upper(key: &[u8], hi: &Bound<Vec<u8>>) -> bool {
 
 fn check_child_level(parent: &[u8], child: &[u8], pid: u64) -> Result<()> {
     if page::level(child) + 1 != page::level(parent) {
-        return Err(Error::corruption(pid, format!("level {} under a level-{} branch", page::level(child), page::level(parent))));
+        return Err(Error::corruption(
+            pid,
+            format!(
+                "level {} under a level-{} branch",
+                page::level(child),
+                page::level(parent)
+            ),
+        ));
     }
     Ok(())
 }
@@ -108,7 +118,10 @@ impl<'a> Tree<'a> {
             check_child_level(g.bytes(), cg.bytes(), c)?;
             g = cg;
         }
-        Err(Error::corruption(self.root, "tree deeper than the depth limit (cycle?)"))
+        Err(Error::corruption(
+            self.root,
+            "tree deeper than the depth limit (cycle?)",
+        ))
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -129,7 +142,11 @@ impl<'a> Tree<'a> {
     }
 
     /// Puts into the leaf if it fits: `Some(previous)`; `None` if it must split.
-    fn leaf_put(w: &mut PageWrite<'_>, key: &[u8], cell: &[u8]) -> Result<Option<Option<StoredValue>>> {
+    fn leaf_put(
+        w: &mut PageWrite<'_>,
+        key: &[u8],
+        cell: &[u8],
+    ) -> Result<Option<Option<StoredValue>>> {
         match node::search(w.bytes(), key) {
             Ok(i) => {
                 let old = StoredValue::from_leaf(node::leaf_value(w.bytes(), i));
@@ -182,7 +199,10 @@ impl<'a> Tree<'a> {
             check_child_level(g.bytes(), cg.bytes(), c)?;
             g = cg;
         }
-        Err(Error::corruption(self.root, "tree deeper than the depth limit (cycle?)"))
+        Err(Error::corruption(
+            self.root,
+            "tree deeper than the depth limit (cycle?)",
+        ))
     }
 
     fn put_pessimistic(&self, key: &[u8], cell: &[u8]) -> Result<Option<StoredValue>> {
@@ -194,7 +214,10 @@ impl<'a> Tree<'a> {
         while !node::is_leaf(w.bytes()) {
             depth += 1;
             if depth > MAX_DEPTH {
-                return Err(Error::corruption(self.root, "tree deeper than the depth limit (cycle?)"));
+                return Err(Error::corruption(
+                    self.root,
+                    "tree deeper than the depth limit (cycle?)",
+                ));
             }
             let idx = node::child_index(w.bytes(), key);
             let c = node::child(w.bytes(), idx);
@@ -216,7 +239,11 @@ impl<'a> Tree<'a> {
         }
         // The leaf must split.
         let (i, replace, old) = match node::search(w.bytes(), key) {
-            Ok(i) => (i, true, Some(StoredValue::from_leaf(node::leaf_value(w.bytes(), i)))),
+            Ok(i) => (
+                i,
+                true,
+                Some(StoredValue::from_leaf(node::leaf_value(w.bytes(), i))),
+            ),
             Err(i) => (i, false, None),
         };
         self.split_upwards(w, path, i, cell.to_vec(), replace)?;
@@ -225,7 +252,14 @@ impl<'a> Tree<'a> {
 
     /// Splits `cur`, which cannot take `pending` at index `i`, and carries
     /// separators up `path` until one ancestor absorbs it.
-    fn split_upwards(&self, mut cur: PageWrite<'a>, mut path: Vec<(PageWrite<'a>, usize)>, mut i: usize, mut pending: Vec<u8>, mut replace: bool) -> Result<()> {
+    fn split_upwards(
+        &self,
+        mut cur: PageWrite<'a>,
+        mut path: Vec<(PageWrite<'a>, usize)>,
+        mut i: usize,
+        mut pending: Vec<u8>,
+        mut replace: bool,
+    ) -> Result<()> {
         loop {
             if path.is_empty() {
                 // `cur` is the root: move its content into a new child and
@@ -283,7 +317,10 @@ impl<'a> Tree<'a> {
             loop {
                 depth += 1;
                 if depth > MAX_DEPTH {
-                    return Err(Error::corruption(self.root, "tree deeper than the depth limit (cycle?)"));
+                    return Err(Error::corruption(
+                        self.root,
+                        "tree deeper than the depth limit (cycle?)",
+                    ));
                 }
                 let c = node::child(g.bytes(), node::child_index(g.bytes(), key));
                 if page::level(g.bytes()) == 1 {
@@ -307,7 +344,11 @@ impl<'a> Tree<'a> {
     }
 
     /// Entries of the leaf holding the lowest keys within `lo`, up to `hi`.
-    pub(crate) fn fetch_forward(&self, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Result<LeafBatch> {
+    pub(crate) fn fetch_forward(
+        &self,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+    ) -> Result<LeafBatch> {
         let mut fence: Option<Vec<u8>> = None;
         let leaf = self.descend_shared(|b| {
             let idx = match lo {
@@ -329,7 +370,10 @@ impl<'a> Tree<'a> {
         for i in start..page::count(b) {
             let k = node::key(b, i);
             if !in_upper(k, hi) {
-                return Ok(LeafBatch { entries, fence: None });
+                return Ok(LeafBatch {
+                    entries,
+                    fence: None,
+                });
             }
             entries.push((k.to_vec(), self.read_value(node::leaf_value(b, i))?));
         }
@@ -341,7 +385,11 @@ impl<'a> Tree<'a> {
 
     /// Entries of the leaf holding the highest keys within `hi`, down to
     /// `lo`, highest first.
-    pub(crate) fn fetch_backward(&self, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Result<LeafBatch> {
+    pub(crate) fn fetch_backward(
+        &self,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+    ) -> Result<LeafBatch> {
         let mut fence: Option<Vec<u8>> = None;
         let leaf = self.descend_shared(|b| {
             let idx = match hi {
@@ -364,7 +412,10 @@ impl<'a> Tree<'a> {
         for i in (0..end).rev() {
             let k = node::key(b, i);
             if !in_lower(k, lo) {
-                return Ok(LeafBatch { entries, fence: None });
+                return Ok(LeafBatch {
+                    entries,
+                    fence: None,
+                });
             }
             entries.push((k.to_vec(), self.read_value(node::leaf_value(b, i))?));
         }
@@ -386,7 +437,10 @@ impl<'a> Tree<'a> {
 
     fn walk(&self, pid: u64, depth: usize, f: &mut dyn FnMut(u64) -> Result<()>) -> Result<()> {
         if depth > MAX_DEPTH {
-            return Err(Error::corruption(pid, "tree deeper than the depth limit (cycle?)"));
+            return Err(Error::corruption(
+                pid,
+                "tree deeper than the depth limit (cycle?)",
+            ));
         }
         let (children, overflows) = {
             let g = self.pool.fix_shared(self.pager, pid)?;
@@ -400,7 +454,12 @@ impl<'a> Tree<'a> {
                     .collect();
                 (Vec::new(), ov)
             } else {
-                ((0..=page::count(b)).map(|i| node::child(b, i)).collect::<Vec<_>>(), Vec::new())
+                (
+                    (0..=page::count(b))
+                        .map(|i| node::child(b, i))
+                        .collect::<Vec<_>>(),
+                    Vec::new(),
+                )
             }
         };
         for c in children {

@@ -107,7 +107,11 @@ fn cell_len_at(buf: &[u8], off: usize) -> usize {
     let klen = usize::from(get_u16(buf, off));
     if is_leaf(buf) {
         let vlen = get_u32(buf, off + 3) as usize;
-        let body = if buf[off + 2] == 0 { vlen } else { OVERFLOW_REF };
+        let body = if buf[off + 2] == 0 {
+            vlen
+        } else {
+            OVERFLOW_REF
+        };
         LEAF_CELL_HEADER + klen + body
     } else {
         BRANCH_CELL_HEADER + klen
@@ -123,7 +127,12 @@ pub(crate) fn cell(buf: &[u8], i: usize) -> &[u8] {
 pub(crate) fn key(buf: &[u8], i: usize) -> &[u8] {
     let off = slot(buf, i);
     let klen = usize::from(get_u16(buf, off));
-    let start = off + if is_leaf(buf) { LEAF_CELL_HEADER } else { BRANCH_CELL_HEADER };
+    let start = off
+        + if is_leaf(buf) {
+            LEAF_CELL_HEADER
+        } else {
+            BRANCH_CELL_HEADER
+        };
     &buf[start..start + klen]
 }
 
@@ -135,7 +144,10 @@ pub(crate) fn leaf_value(buf: &[u8], i: usize) -> LeafValue<'_> {
     if buf[off + 2] == 0 {
         LeafValue::Inline(&buf[start..start + vlen])
     } else {
-        LeafValue::Overflow { len: vlen as u64, index_pid: get_u64(buf, start) }
+        LeafValue::Overflow {
+            len: vlen as u64,
+            index_pid: get_u64(buf, start),
+        }
     }
 }
 
@@ -228,7 +240,9 @@ pub(crate) fn remove(buf: &mut [u8], i: usize) {
 
 /// Rewrites the cell area without holes.
 pub(crate) fn compact(buf: &mut [u8]) {
-    let cells: Vec<Vec<u8>> = (0..page::count(buf)).map(|i| cell(buf, i).to_vec()).collect();
+    let cells: Vec<Vec<u8>> = (0..page::count(buf))
+        .map(|i| cell(buf, i).to_vec())
+        .collect();
     rebuild(buf, &cells);
 }
 
@@ -264,8 +278,17 @@ fn split_point(cells: &[Vec<u8>]) -> usize {
 /// `i` when `replace`). `left` keeps the lower half, `right` (initialised
 /// here with `right_pid`) receives the upper half. Returns the separator:
 /// the first key of `right`.
-pub(crate) fn split_leaf(left: &mut [u8], right: &mut [u8], right_pid: u64, i: usize, new_cell: &[u8], replace: bool) -> Vec<u8> {
-    let mut cells: Vec<Vec<u8>> = (0..page::count(left)).map(|j| cell(left, j).to_vec()).collect();
+pub(crate) fn split_leaf(
+    left: &mut [u8],
+    right: &mut [u8],
+    right_pid: u64,
+    i: usize,
+    new_cell: &[u8],
+    replace: bool,
+) -> Vec<u8> {
+    let mut cells: Vec<Vec<u8>> = (0..page::count(left))
+        .map(|j| cell(left, j).to_vec())
+        .collect();
     if replace {
         cells[i] = new_cell.to_vec();
     } else {
@@ -281,8 +304,16 @@ pub(crate) fn split_leaf(left: &mut [u8], right: &mut [u8], right_pid: u64, i: u
 /// Splits a branch that cannot take `new_cell` at index `i`. The middle
 /// separator moves up: it is returned, and its child becomes `right`'s
 /// leftmost child.
-pub(crate) fn split_branch(left: &mut [u8], right: &mut [u8], right_pid: u64, i: usize, new_cell: &[u8]) -> Vec<u8> {
-    let mut cells: Vec<Vec<u8>> = (0..page::count(left)).map(|j| cell(left, j).to_vec()).collect();
+pub(crate) fn split_branch(
+    left: &mut [u8],
+    right: &mut [u8],
+    right_pid: u64,
+    i: usize,
+    new_cell: &[u8],
+) -> Vec<u8> {
+    let mut cells: Vec<Vec<u8>> = (0..page::count(left))
+        .map(|j| cell(left, j).to_vec())
+        .collect();
     cells.insert(i, new_cell.to_vec());
     let m = split_point(&cells);
     let promoted = &cells[m];
@@ -310,7 +341,11 @@ pub(crate) fn validate(buf: &[u8]) -> Result<(), String> {
     let leaf = is_leaf(buf);
     for i in 0..n {
         let off = slot(buf, i);
-        let hdr = if leaf { LEAF_CELL_HEADER } else { BRANCH_CELL_HEADER };
+        let hdr = if leaf {
+            LEAF_CELL_HEADER
+        } else {
+            BRANCH_CELL_HEADER
+        };
         if off < fe || off + hdr > PAGE_SIZE {
             return Err(format!("slot {i} points outside the cell area ({off})"));
         }
@@ -337,7 +372,11 @@ mod tests {
         init_leaf(&mut b, 9);
         for k in keys {
             let i = search(&b, k).unwrap_err();
-            assert!(insert_cell(&mut b, i, &encode_leaf_cell(k, LeafValue::Inline(b"v"))));
+            assert!(insert_cell(
+                &mut b,
+                i,
+                &encode_leaf_cell(k, LeafValue::Inline(b"v"))
+            ));
         }
         b
     }

@@ -51,8 +51,15 @@ pub(crate) fn write(pager: &Pager, value: &[u8]) -> Result<u64> {
 fn read_index(pager: &Pager, index: u64, len: u64, buf: &mut [u8]) -> Result<Vec<u64>> {
     pager.read_page(index, buf, &[PageKind::Overflow])?;
     let n = page::count(buf);
-    if page::level(buf) != 1 || page::aux(buf) != len || n != (len as usize).div_ceil(PAYLOAD) || n > MAX_DATA_PAGES {
-        return Err(Error::corruption(index, format!("overflow index does not describe a value of {len} bytes")));
+    if page::level(buf) != 1
+        || page::aux(buf) != len
+        || n != (len as usize).div_ceil(PAYLOAD)
+        || n > MAX_DATA_PAGES
+    {
+        return Err(Error::corruption(
+            index,
+            format!("overflow index does not describe a value of {len} bytes"),
+        ));
     }
     Ok((0..n).map(|i| get_u64(buf, HEADER_SIZE + i * 8)).collect())
 }
@@ -66,12 +73,18 @@ pub(crate) fn read(pager: &Pager, index: u64, len: u64) -> Result<Vec<u8>> {
         pager.read_page(pid, &mut buf, &[PageKind::Overflow])?;
         let n = page::aux(&buf) as usize;
         if page::level(&buf) != 0 || n > PAYLOAD || out.len() + n > len as usize {
-            return Err(Error::corruption(pid, "overflow data page has a bad length"));
+            return Err(Error::corruption(
+                pid,
+                "overflow data page has a bad length",
+            ));
         }
         out.extend_from_slice(&buf[HEADER_SIZE..HEADER_SIZE + n]);
     }
     if out.len() as u64 != len {
-        return Err(Error::corruption(index, format!("overflow value has {} bytes, expected {len}", out.len())));
+        return Err(Error::corruption(
+            index,
+            format!("overflow value has {} bytes, expected {len}", out.len()),
+        ));
     }
     Ok(out)
 }

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::{BufferPool, FrameData, FrameState};
 use crate::error::Result;
-use crate::pager::{Pager, Pending};
 use crate::pagemap::NO_FRAME;
+use crate::pager::{Pager, Pending};
 
 /// Frames an application thread examines when it helps above a trigger:
 /// bounded work per operation, whatever the cache size.
@@ -18,7 +18,12 @@ const WORKER_IDLE: Duration = Duration::from_millis(50);
 /// first page that is neither referenced nor latched (only dirty ones when
 /// `dirty_only`). Returns the emptied frame, still counted as used and not
 /// on the free list: the caller takes it or releases it.
-pub(crate) fn evict_one(pool: &BufferPool, pager: &Pager, dirty_only: bool, max_examine: usize) -> Result<Option<u32>> {
+pub(crate) fn evict_one(
+    pool: &BufferPool,
+    pager: &Pager,
+    dirty_only: bool,
+    max_examine: usize,
+) -> Result<Option<u32>> {
     let n = pool.frames.len();
     for _ in 0..max_examine {
         let i = pool.hand.fetch_add(1, Ordering::Relaxed) % n;
@@ -40,7 +45,9 @@ pub(crate) fn evict_one(pool: &BufferPool, pager: &Pager, dirty_only: bool, max_
         }
         if g.dirty {
             if let Err(e) = write_out(pool, pager, &mut g) {
-                pool.counters.eviction_errors.fetch_add(1, Ordering::Relaxed);
+                pool.counters
+                    .eviction_errors
+                    .fetch_add(1, Ordering::Relaxed);
                 return Err(e);
             }
             pool.counters.evicted_dirty.fetch_add(1, Ordering::Relaxed);
@@ -62,13 +69,14 @@ pub(crate) fn write_out(pool: &BufferPool, pager: &Pager, g: &mut FrameData) -> 
     debug_assert!(g.dirty && g.state == FrameState::Page);
     let b = pager.write_new_block(&mut g.buf, true)?;
     let mut st = pager.state.lock();
-    if g.dirty_epoch < st.epoch {
+    let owed = g.dirty_epoch < st.epoch;
+    if owed {
         pager.alloc.unfresh(b);
         if let Some(r) = st.running.as_mut() {
             r.pending.insert(g.pid, Pending::Written(b));
         }
     }
-    pager.set_mapping_locked(&mut st, g.pid, b);
+    pager.set_mapping_locked(&mut st, g.pid, b, owed);
     drop(st);
     g.dirty = false;
     pool.dirty.fetch_sub(1, Ordering::AcqRel);

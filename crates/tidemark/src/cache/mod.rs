@@ -30,8 +30,8 @@ use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::error::{Error, Result};
 use crate::page::{PageKind, PAGE_SIZE};
-use crate::pager::{Pager, Pending};
 use crate::pagemap::NO_FRAME;
+use crate::pager::{Pager, Pending};
 
 pub(crate) use evict::run_eviction_worker;
 
@@ -136,7 +136,14 @@ impl BufferPool {
         let free = ArrayQueue::new(cfg.frames);
         let frames: Box<[Frame]> = (0..cfg.frames)
             .map(|_| Frame {
-                latch: RwLock::new(FrameData { state: FrameState::Free, pid: 0, dirty: false, dirty_epoch: 0, modcount: 0, buf: Vec::new() }),
+                latch: RwLock::new(FrameData {
+                    state: FrameState::Free,
+                    pid: 0,
+                    dirty: false,
+                    dirty_epoch: 0,
+                    modcount: 0,
+                    buf: Vec::new(),
+                }),
                 referenced: AtomicBool::new(false),
             })
             .collect();
@@ -164,7 +171,9 @@ impl BufferPool {
             let f = pager.map.frame(pid);
             if f == NO_FRAME {
                 if let Some(g) = self.load(pager, pid)? {
-                    return Ok(PageRead { g: RwLockWriteGuard::downgrade(g) });
+                    return Ok(PageRead {
+                        g: RwLockWriteGuard::downgrade(g),
+                    });
                 }
                 continue;
             }
@@ -183,7 +192,11 @@ impl BufferPool {
             let f = pager.map.frame(pid);
             if f == NO_FRAME {
                 if let Some(g) = self.load(pager, pid)? {
-                    return Ok(PageWrite { g, pool: self, pager });
+                    return Ok(PageWrite {
+                        g,
+                        pool: self,
+                        pager,
+                    });
                 }
                 continue;
             }
@@ -191,7 +204,11 @@ impl BufferPool {
             let g = frame.latch.write();
             if g.state == FrameState::Page && g.pid == pid {
                 frame.referenced.store(true, Ordering::Relaxed);
-                return Ok(PageWrite { g, pool: self, pager });
+                return Ok(PageWrite {
+                    g,
+                    pool: self,
+                    pager,
+                });
             }
         }
     }
@@ -209,14 +226,22 @@ impl BufferPool {
         g.pid = pid;
         g.dirty = false;
         g.modcount = 0;
-        let mut w = PageWrite { g, pool: self, pager };
+        let mut w = PageWrite {
+            g,
+            pool: self,
+            pager,
+        };
         w.bytes_mut()?.fill(0);
         Ok(w)
     }
 
     /// Loads `pid` into a free frame. `None` if another thread published a
     /// frame for it first (the caller retries the lookup).
-    fn load<'a>(&'a self, pager: &Pager, pid: u64) -> Result<Option<RwLockWriteGuard<'a, FrameData>>> {
+    fn load<'a>(
+        &'a self,
+        pager: &Pager,
+        pid: u64,
+    ) -> Result<Option<RwLockWriteGuard<'a, FrameData>>> {
         let fi = self.acquire_frame(pager)?;
         let mut g = self.frames[fi as usize].latch.write();
         if !pager.map.claim_frame(pid, fi) {
@@ -232,7 +257,9 @@ impl BufferPool {
             self.release_frame(fi, g);
             return Err(e);
         }
-        self.frames[fi as usize].referenced.store(false, Ordering::Relaxed);
+        self.frames[fi as usize]
+            .referenced
+            .store(false, Ordering::Relaxed);
         Ok(Some(g))
     }
 
@@ -268,7 +295,9 @@ impl BufferPool {
                     self.wake_workers();
                 }
                 if let Some(t) = waited {
-                    self.counters.max_wait_ns.fetch_max(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    self.counters
+                        .max_wait_ns
+                        .fetch_max(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 }
                 self.prepare(fi);
                 return Ok(fi);
@@ -278,8 +307,12 @@ impl BufferPool {
             // No free frame: evict one ourselves and take it.
             if let Some(fi) = evict::evict_one(self, pager, false, self.cfg.frames * 2)? {
                 self.counters.app_evictions.fetch_add(1, Ordering::Relaxed);
-                self.counters.app_eviction_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                self.counters.max_wait_ns.fetch_max(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                self.counters
+                    .app_eviction_ns
+                    .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                self.counters
+                    .max_wait_ns
+                    .fetch_max(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 self.prepare(fi);
                 return Ok(fi);
             }
@@ -309,7 +342,9 @@ impl BufferPool {
             let g = self.frames[fi as usize].latch.write();
             self.release_frame(fi, g);
             self.counters.app_evictions.fetch_add(1, Ordering::Relaxed);
-            self.counters.app_eviction_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            self.counters
+                .app_eviction_ns
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
     }
 
@@ -347,7 +382,11 @@ impl BufferPool {
                 }
                 _ => {
                     drop(st);
-                    debug_assert!(false, "page {} dirty in epoch {} with no checkpoint running", g.pid, g.dirty_epoch);
+                    debug_assert!(
+                        false,
+                        "page {} dirty in epoch {} with no checkpoint running",
+                        g.pid, g.dirty_epoch
+                    );
                     self.release_shadow(fi);
                 }
             }

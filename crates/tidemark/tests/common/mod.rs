@@ -34,11 +34,15 @@ pub struct Control {
 impl Control {
     fn allow(&self) -> io::Result<()> {
         if self.crashed.load(Ordering::SeqCst) {
-            return Err(io::Error::other("simulated crash: the disk accepts no more writes"));
+            return Err(io::Error::other(
+                "simulated crash: the disk accepts no more writes",
+            ));
         }
         if self.writes.fetch_add(1, Ordering::SeqCst) >= self.limit.load(Ordering::SeqCst) {
             self.crashed.store(true, Ordering::SeqCst);
-            return Err(io::Error::other("simulated crash: the disk accepts no more writes"));
+            return Err(io::Error::other(
+                "simulated crash: the disk accepts no more writes",
+            ));
         }
         Ok(())
     }
@@ -49,7 +53,10 @@ impl FileIo for SimFile {
         let d = self.live.lock();
         let o = offset as usize;
         if o + buf.len() > d.len() {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past end"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "read past end",
+            ));
         }
         buf.copy_from_slice(&d[o..o + buf.len()]);
         Ok(())
@@ -100,8 +107,16 @@ impl SimFs {
     pub fn crash_image(&self, power_loss: bool) -> SimFs {
         let out = SimFs::new();
         for (p, f) in self.files.lock().iter() {
-            let bytes = if power_loss { f.durable.lock().clone() } else { f.live.lock().clone() };
-            let nf = SimFile { live: Mutex::new(bytes.clone()), durable: Mutex::new(bytes), fs: out.control.clone() };
+            let bytes = if power_loss {
+                f.durable.lock().clone()
+            } else {
+                f.live.lock().clone()
+            };
+            let nf = SimFile {
+                live: Mutex::new(bytes.clone()),
+                durable: Mutex::new(bytes),
+                fs: out.control.clone(),
+            };
             out.files.lock().insert(p.clone(), Arc::new(nf));
         }
         out
@@ -125,7 +140,10 @@ impl FileSystem for SimFs {
         if !create {
             return Err(io::Error::new(io::ErrorKind::NotFound, "no such file"));
         }
-        let f = Arc::new(SimFile { fs: self.control.clone(), ..Default::default() });
+        let f = Arc::new(SimFile {
+            fs: self.control.clone(),
+            ..Default::default()
+        });
         files.insert(path.to_path_buf(), f.clone());
         Ok(f)
     }
@@ -134,7 +152,9 @@ impl FileSystem for SimFs {
 /// A builder with a small cache and no background checkpoints, so tests
 /// decide when checkpoints happen.
 pub fn small_builder() -> tidemark::Builder {
-    tidemark::Builder::new().cache_size(1 << 20).checkpoint_interval(None)
+    tidemark::Builder::new()
+        .cache_size(1 << 20)
+        .checkpoint_interval(None)
 }
 
 /// Every entry of a table.

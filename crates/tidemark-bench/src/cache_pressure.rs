@@ -1,0 +1,186 @@
+//! Pathology 2 (seed 001): an insert-heavy load with a 10 MB cache over a
+//! dataset at least 100x larger. Measures per-second throughput, the worst
+//! single operation, cache usage, eviction work and write amplification.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use crate::report::{self, Target};
+use crate::{msg, BoxResult};
+
+pub struct Args {
+    pub quick: bool,
+    pub json: bool,
+    pub dir: std::path::PathBuf,
+    pub threads: usize,
+    pub cache_mb: usize,
+    pub dataset_mb: usize,
+}
+
+const KEY_LEN: usize = 16;
+const VALUE_LEN: usize = 100;
+
+pub fn run(a: &Args) -> BoxResult<bool> {
+    let dir = tempfile::tempdir_in(&a.dir)?;
+    let cache = a.cache_mb << 20;
+    let db = tidemark::Builder::new()
+        .cache_size(cache)
+        .open(dir.path())?;
+    let t = db.table("usertable")?;
+    let records = (a.dataset_mb << 20) / (KEY_LEN + VALUE_LEN);
+    let per_thread = records / a.threads;
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    if !a.json {
+        eprintln!(
+            "cache-pressure: {} records ({} MB of keys+values) into a {} MB cache, {} threads",
+            records, a.dataset_mb, a.cache_mb, a.threads
+        );
+    }
+
+    // Per-second sampler.
+    let sampler = {
+        let (done, stop) = (done.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut windows = Vec::new();
+            let mut last = 0;
+            let start = Instant::now();
+            let mut next = start + Duration::from_secs(1);
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                next += Duration::from_secs(1);
+                let now = done.load(Ordering::Relaxed);
+                windows.push(now - last);
+                last = now;
+            }
+            windows
+        })
+    };
+    let start = Instant::now();
+    let workers: Vec<_> = (0..a.threads)
+        .map(|w| {
+            let (t, done) = (t.clone(), done.clone());
+            std::thread::spawn(move || -> tidemark::Result<u64> {
+                let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed + w as u64);
+                let mut worst = 0u64;
+                let mut value = [0u8; VALUE_LEN];
+                for _ in 0..per_thread {
+                    let k: u64 = rng.gen();
+                    let key = format!("{k:016x}");
+                    rng.fill(&mut value[..]);
+                    let t0 = Instant::now();
+                    t.put(key.as_bytes(), value)?;
+                    worst = worst.max(t0.elapsed().as_nanos() as u64);
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(worst)
+            })
+        })
+        .collect();
+    let mut worst_ns = 0;
+    for w in workers {
+        worst_ns = worst_ns.max(w.join().map_err(|_| msg("writer panicked"))??);
+    }
+    let elapsed = start.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let windows = sampler.join().map_err(|_| msg("sampler panicked"))?;
+    let s = db.stats();
+    // Whole seconds only: the last, partial window is dropped.
+    let full: Vec<f64> = windows
+        .iter()
+        .take(elapsed.as_secs() as usize)
+        .map(|&w| w as f64)
+        .collect();
+    let mut sorted = full.clone();
+    let med = report::median(&mut sorted);
+    let min = sorted.first().copied().unwrap_or(0.0);
+    let evicted = (s.pages_evicted_clean + s.pages_evicted_dirty).max(1);
+    let examined_per_evicted = s.pages_examined as f64 / evicted as f64;
+    let user_bytes = (per_thread * a.threads * (KEY_LEN + VALUE_LEN)) as u64;
+    let amp = s.bytes_written as f64 / user_bytes as f64;
+    let peak_pct = 100.0 * s.cache_bytes_peak as f64 / s.cache_size as f64;
+    let slack_pct = 100.0 * (a.threads * tidemark::PAGE_SIZE) as f64 / s.cache_size as f64;
+    let ops_per_s = (per_thread * a.threads) as f64 / elapsed.as_secs_f64();
+    if !a.json {
+        println!(
+            "per-second inserts: {}",
+            full.iter()
+                .map(|w| format!("{w:.0}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        println!("{:<36} {:>14}", "inserts", per_thread * a.threads);
+        println!("{:<36} {:>14.1}", "elapsed s", elapsed.as_secs_f64());
+        println!("{:<36} {:>14.0}", "throughput ops/s", ops_per_s);
+        println!("{:<36} {:>14.0}", "median window ops/s", med);
+        println!("{:<36} {:>14.0}", "min window ops/s", min);
+        println!(
+            "{:<36} {:>14.3}",
+            "max single-op latency ms",
+            worst_ns as f64 / 1e6
+        );
+        println!("{:<36} {:>14.1}", "peak cache used %", peak_pct);
+        println!(
+            "{:<36} {:>14}",
+            "pages evicted (clean/dirty)",
+            format!("{}/{}", s.pages_evicted_clean, s.pages_evicted_dirty)
+        );
+        println!(
+            "{:<36} {:>14.2}",
+            "pages examined per page evicted", examined_per_evicted
+        );
+        println!(
+            "{:<36} {:>14}",
+            "app-thread evictions", s.app_thread_evictions
+        );
+        println!(
+            "{:<36} {:>14.3}",
+            "longest wait for cache space ms",
+            s.max_cache_wait_us as f64 / 1000.0
+        );
+        println!(
+            "{:<36} {:>14.1}",
+            "data-file bytes written per user byte", amp
+        );
+        println!("{:<36} {:>14}", "checkpoints during run", s.checkpoints);
+        println!(
+            "{:<36} {:>14.1}",
+            "data file MB",
+            s.file_size as f64 / 1048576.0
+        );
+    }
+    let targets = [
+        Target::at_least(
+            "min 1-s window / median",
+            if med > 0.0 { min / med } else { 0.0 },
+            0.7,
+        ),
+        Target::below("max single-op latency ms", worst_ns as f64 / 1e6, 20.0),
+        Target::at_most(
+            "peak cache % (100 + 1 page/thread)",
+            peak_pct,
+            ((100.0 + slack_pct) * 1000.0).round() / 1000.0,
+        ),
+        Target::below("pages examined per page evicted", examined_per_evicted, 4.0),
+    ];
+    let figures = json!({
+        "records": per_thread * a.threads, "threads": a.threads, "cache_mb": a.cache_mb, "dataset_mb": a.dataset_mb,
+        "elapsed_s": elapsed.as_secs_f64(), "ops_per_s": ops_per_s, "windows": full, "median_window": med, "min_window": min,
+        "max_latency_ms": worst_ns as f64 / 1e6, "peak_cache_pct": peak_pct, "examined_per_evicted": examined_per_evicted,
+        "app_thread_evictions": s.app_thread_evictions, "max_cache_wait_ms": s.max_cache_wait_us as f64 / 1000.0,
+        "bytes_written_per_user_byte": amp, "checkpoints": s.checkpoints, "quick": a.quick,
+    });
+    drop(t);
+    db.close()?;
+    Ok(report::finish(
+        a.json,
+        "cache-pressure",
+        report::machine(&a.dir),
+        figures,
+        &targets,
+    ))
+}

@@ -1,0 +1,223 @@
+//! Pathology 3 (seed 002): checkpoint cost must follow dirty data, never
+//! cached data, and must not block writers.
+//!
+//! Part 1: fill caches of three sizes, checkpoint, then time checkpoints
+//! with zero dirty pages. Part 2: dirty a large set, then measure a
+//! writer's latency with no checkpoint running and while one runs.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use crate::report::{self, Target};
+use crate::{msg, BoxResult};
+
+pub struct Args {
+    pub quick: bool,
+    pub json: bool,
+    pub dir: std::path::PathBuf,
+}
+
+const VALUE_LEN: usize = 4000;
+
+fn fill(t: &tidemark::Table, bytes: usize) -> tidemark::Result<u64> {
+    let n = (bytes / (VALUE_LEN + 16)) as u64;
+    let v = vec![0xC5u8; VALUE_LEN];
+    for i in 0..n {
+        t.put(format!("{i:016}"), &v)?;
+    }
+    Ok(n)
+}
+
+/// Median duration (µs) of `reps` checkpoints with nothing dirty.
+fn idle_checkpoint_us(
+    cache_mb: usize,
+    dir: &std::path::Path,
+    reps: usize,
+) -> BoxResult<(f64, u64)> {
+    let d = tempfile::tempdir_in(dir)?;
+    let db = tidemark::Builder::new()
+        .cache_size(cache_mb << 20)
+        .checkpoint_interval(None)
+        .open(d.path())?;
+    let t = db.table("t")?;
+    // 70% of the cache: below eviction_target, so everything stays cached.
+    let n = fill(&t, (cache_mb << 20) * 7 / 10)?;
+    // Checkpoint until one finds nothing to write: a page the evictor wrote
+    // while the first checkpoint ran leaves a map entry for the next one.
+    let mut settle = 0;
+    while !db.checkpoint()?.idle {
+        settle += 1;
+        if settle > 5 {
+            return Err(msg("checkpoints never became idle with no writers"));
+        }
+    }
+    // The dirty-page target evicts most pages while filling; read every
+    // key back so the cache is full of (clean) cached data.
+    for i in 0..n {
+        t.get(format!("{i:016}"))?
+            .ok_or_else(|| msg("key missing after fill"))?;
+    }
+    if !db.checkpoint()?.idle {
+        return Err(msg("reading made a checkpoint non-idle"));
+    }
+    let cached = db.stats().cache_bytes_used;
+    let mut times = Vec::new();
+    for _ in 0..reps {
+        let t0 = Instant::now();
+        let info = db.checkpoint()?;
+        times.push(t0.elapsed().as_nanos() as f64 / 1000.0);
+        if !info.idle {
+            return Err(msg("checkpoint with nothing dirty wrote pages"));
+        }
+    }
+    Ok((report::median(&mut times), cached))
+}
+
+/// Writer latencies (µs) while no checkpoint runs and while one does.
+fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
+    let d = tempfile::tempdir_in(&a.dir)?;
+    let cache_mb = if a.quick { 256 } else { 1024 };
+    // Allow a large dirty set: the point is a checkpoint with much to write.
+    let db = tidemark::Builder::new()
+        .cache_size(cache_mb << 20)
+        .eviction_dirty_target(60)
+        .eviction_dirty_trigger(75)
+        .checkpoint_interval(None)
+        .open(d.path())?;
+    let t = db.table("t")?;
+    let n = fill(&t, (cache_mb << 20) * 6 / 10)?;
+    db.checkpoint()?;
+    let rounds = if a.quick { 3 } else { 5 };
+    let mut base_p50 = Vec::new();
+    let mut base_p99 = Vec::new();
+    let mut during_p50 = Vec::new();
+    let mut during_p99 = Vec::new();
+    let mut ckpt_ms = Vec::new();
+    let mut dirty_mb = Vec::new();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    let small = vec![0x11u8; VALUE_LEN];
+    for _ in 0..rounds {
+        // Dirty most of the cached pages.
+        for i in (0..n).step_by(2) {
+            t.put(format!("{i:016}"), &small)?;
+        }
+        dirty_mb.push(db.stats().cache_bytes_dirty as f64 / 1048576.0);
+        // Baseline: the same writer, no checkpoint.
+        let mut lat = Vec::new();
+        let t_end = Instant::now() + Duration::from_millis(if a.quick { 1500 } else { 3000 });
+        while Instant::now() < t_end {
+            let k = rng.gen_range(0..n);
+            let t0 = Instant::now();
+            t.put(format!("{k:016}"), &small)?;
+            lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
+        }
+        base_p50.push(report::percentile(&mut lat, 50.0));
+        base_p99.push(report::percentile(&mut lat, 99.0));
+        // During a checkpoint.
+        let running = Arc::new(AtomicBool::new(true));
+        let ck = {
+            let (db, running) = (db.clone(), running.clone());
+            std::thread::spawn(move || {
+                let t0 = Instant::now();
+                let r = db.checkpoint();
+                running.store(false, Ordering::Release);
+                r.map(|_| t0.elapsed())
+            })
+        };
+        let mut lat = Vec::new();
+        while running.load(Ordering::Acquire) {
+            let k = rng.gen_range(0..n);
+            let t0 = Instant::now();
+            t.put(format!("{k:016}"), &small)?;
+            lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
+        }
+        let took = ck.join().map_err(|_| msg("checkpoint thread panicked"))??;
+        ckpt_ms.push(took.as_secs_f64() * 1000.0);
+        during_p50.push(report::percentile(&mut lat, 50.0));
+        during_p99.push(report::percentile(&mut lat, 99.0));
+    }
+    let m = |v: &mut Vec<f64>| report::median(v);
+    Ok(json!({
+        "cache_mb": cache_mb, "rounds": rounds,
+        "dirty_mb_at_checkpoint": m(&mut dirty_mb), "checkpoint_ms": m(&mut ckpt_ms),
+        "baseline_p50_us": m(&mut base_p50), "baseline_p99_us": m(&mut base_p99),
+        "during_p50_us": m(&mut during_p50), "during_p99_us": m(&mut during_p99),
+    }))
+}
+
+pub fn run(a: &Args) -> BoxResult<bool> {
+    let sizes: &[usize] = if a.quick {
+        &[64, 256, 1024]
+    } else {
+        &[64, 512, 4096]
+    };
+    let mut rows = Vec::new();
+    for &mb in sizes {
+        if !a.json {
+            eprintln!("checkpoint: filling a {mb} MB cache");
+        }
+        let (us, cached) = idle_checkpoint_us(mb, &a.dir, 9)?;
+        rows.push(json!({"cache_mb": mb, "cached_mb": cached as f64 / 1048576.0, "idle_checkpoint_us": us}));
+    }
+    if !a.json {
+        eprintln!("checkpoint: writer latency with and without a checkpoint");
+    }
+    let w = writer_latency(a)?;
+    let first = rows[0]["idle_checkpoint_us"]
+        .as_f64()
+        .unwrap_or(0.0)
+        .max(0.001);
+    let last = rows[rows.len() - 1]["idle_checkpoint_us"]
+        .as_f64()
+        .unwrap_or(0.0);
+    let ratio = last / first;
+    let p99_ratio = w["during_p99_us"].as_f64().unwrap_or(0.0)
+        / w["baseline_p99_us"].as_f64().unwrap_or(1.0).max(0.001);
+    if !a.json {
+        println!(
+            "{:>10} {:>12} {:>22}",
+            "cache MB", "cached MB", "idle checkpoint us"
+        );
+        for r in &rows {
+            println!(
+                "{:>10} {:>12.0} {:>22.1}",
+                r["cache_mb"],
+                r["cached_mb"].as_f64().unwrap_or(0.0),
+                r["idle_checkpoint_us"].as_f64().unwrap_or(0.0)
+            );
+        }
+        println!(
+            "writer latency, {} MB cache, {:.0} MB dirty, checkpoint {:.0} ms (medians of {} rounds):",
+            w["cache_mb"], w["dirty_mb_at_checkpoint"].as_f64().unwrap_or(0.0), w["checkpoint_ms"].as_f64().unwrap_or(0.0), w["rounds"]
+        );
+        println!("{:>22} {:>10} {:>10}", "", "p50 us", "p99 us");
+        println!(
+            "{:>22} {:>10.1} {:>10.1}",
+            "no checkpoint",
+            w["baseline_p50_us"].as_f64().unwrap_or(0.0),
+            w["baseline_p99_us"].as_f64().unwrap_or(0.0)
+        );
+        println!(
+            "{:>22} {:>10.1} {:>10.1}",
+            "during checkpoint",
+            w["during_p50_us"].as_f64().unwrap_or(0.0),
+            w["during_p99_us"].as_f64().unwrap_or(0.0)
+        );
+    }
+    let targets = [
+        Target::below("idle checkpoint time, largest/smallest cache", ratio, 2.0),
+        Target::at_most("writer p99 during checkpoint / baseline", p99_ratio, 2.0),
+    ];
+    let figures = json!({"idle": rows, "writer": w, "quick": a.quick});
+    Ok(report::finish(
+        a.json,
+        "checkpoint",
+        report::machine(&a.dir),
+        figures,
+        &targets,
+    ))
+}

@@ -1,0 +1,102 @@
+//! `tidemark-bench`: benchmark workloads that print tables (and `--json`).
+//!
+//! Each workload reproduces one pathology of BRIEF.md and prints its
+//! targets with the figure measured and whether it holds. Peers (WiredTiger,
+//! RocksDB, LMDB, ...) live only in this crate, never in the engine.
+
+mod cache_pressure;
+mod checkpoint;
+mod read_after_checkpoint;
+mod report;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub(crate) type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+pub(crate) fn msg(s: &str) -> Box<dyn std::error::Error + Send + Sync> {
+    s.into()
+}
+
+#[derive(Parser)]
+#[command(
+    name = "tidemark-bench",
+    version,
+    about = "tidemark benchmark workloads"
+)]
+struct Cli {
+    /// Reduced size that runs in about a minute.
+    #[arg(long, global = true)]
+    quick: bool,
+    /// Print one JSON object (figures and a `targets` array) instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Directory for the benchmark databases (a fresh subdirectory is used
+    /// and removed).
+    #[arg(long, global = true, default_value_os_t = std::env::temp_dir())]
+    dir: PathBuf,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Insert-heavy load, 10 MB cache, dataset >= 100x the cache (pathology 2).
+    CachePressure {
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        #[arg(long, default_value_t = 10)]
+        cache_mb: usize,
+        /// Bytes of keys+values inserted, in MB (default 1024; 200 with --quick).
+        #[arg(long)]
+        dataset_mb: Option<usize>,
+    },
+    /// Idle checkpoint time vs cache size; writer latency during a checkpoint (pathology 3).
+    Checkpoint,
+    /// Page faults and read throughput right after a checkpoint (pathology 5).
+    ReadAfterCheckpoint {
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::CachePressure {
+            threads,
+            cache_mb,
+            dataset_mb,
+        } => cache_pressure::run(&cache_pressure::Args {
+            quick: cli.quick,
+            json: cli.json,
+            dir: cli.dir,
+            threads,
+            cache_mb,
+            dataset_mb: dataset_mb.unwrap_or(if cli.quick { 200 } else { 1024 }),
+        }),
+        Cmd::Checkpoint => checkpoint::run(&checkpoint::Args {
+            quick: cli.quick,
+            json: cli.json,
+            dir: cli.dir,
+        }),
+        Cmd::ReadAfterCheckpoint { threads } => {
+            read_after_checkpoint::run(&read_after_checkpoint::Args {
+                quick: cli.quick,
+                json: cli.json,
+                dir: cli.dir,
+                threads,
+            })
+        }
+    };
+    match r {
+        // The exit status reports whether every target held.
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("tidemark-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

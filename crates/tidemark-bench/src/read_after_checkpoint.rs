@@ -1,0 +1,144 @@
+//! Pathology 5 (seed 004): after a durability flush, readers must not take
+//! page faults or slow down. Reads go through the buffer pool (pread),
+//! never mmap, so a checkpoint unmaps nothing.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use crate::report::{self, Target};
+use crate::BoxResult;
+
+pub struct Args {
+    pub quick: bool,
+    pub json: bool,
+    pub dir: std::path::PathBuf,
+    pub threads: usize,
+}
+
+fn minor_faults() -> u64 {
+    // getrusage is safe to call with a valid out-pointer; the libc crate
+    // exposes it as unsafe only because it is an FFI call.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage for the call to fill.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_minflt as u64
+}
+
+/// Reads random hot keys from `threads` threads for `dur`; returns
+/// (reads/s, minor faults per 1,000 reads).
+fn read_phase(
+    t: &tidemark::Table,
+    keys: u64,
+    threads: usize,
+    dur: Duration,
+) -> BoxResult<(f64, f64)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    let f0 = minor_faults();
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..threads)
+        .map(|i| {
+            let (t, stop, reads) = (t.clone(), stop.clone(), reads.clone());
+            std::thread::spawn(move || -> tidemark::Result<()> {
+                let mut rng = rand::rngs::SmallRng::seed_from_u64(i as u64);
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = rng.gen_range(0..keys);
+                    if t.get(format!("{k:016}"))?.is_none() {
+                        return Err(tidemark::Error::TableNotFound("missing key".into()));
+                    }
+                    n += 1;
+                }
+                reads.fetch_add(n, Ordering::Relaxed);
+                Ok(())
+            })
+        })
+        .collect();
+    std::thread::sleep(dur);
+    stop.store(true, Ordering::Relaxed);
+    for h in hs {
+        h.join().map_err(|_| crate::msg("reader panicked"))??;
+    }
+    let el = t0.elapsed().as_secs_f64();
+    let faults = minor_faults() - f0;
+    let n = reads.load(Ordering::Relaxed) as f64;
+    Ok((n / el, 1000.0 * faults as f64 / n.max(1.0)))
+}
+
+pub fn run(a: &Args) -> BoxResult<bool> {
+    let d = tempfile::tempdir_in(&a.dir)?;
+    let cache_mb = if a.quick { 256 } else { 1024 };
+    let db = tidemark::Builder::new()
+        .cache_size(cache_mb << 20)
+        .checkpoint_interval(None)
+        .open(d.path())?;
+    let t = db.table("t")?;
+    let value = vec![0x42u8; 200];
+    let keys = ((cache_mb << 20) / 2 / 300) as u64;
+    for i in 0..keys {
+        t.put(format!("{i:016}"), &value)?;
+    }
+    db.checkpoint()?;
+    let dur = Duration::from_secs(if a.quick { 2 } else { 5 });
+    let rounds = if a.quick { 3 } else { 5 };
+    let (mut before, mut after, mut fb, mut fa, mut ck) = (vec![], vec![], vec![], vec![], vec![]);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(99);
+    // Warm the cache once.
+    read_phase(&t, keys, a.threads, Duration::from_millis(500))?;
+    for _ in 0..rounds {
+        let (tp, f) = read_phase(&t, keys, a.threads, dur)?;
+        before.push(tp);
+        fb.push(f);
+        // Modify a tenth of the pages and flush them: the durability step
+        // that, with mmap + fsync, made readers fault afterwards.
+        for _ in 0..keys / 10 {
+            let k = rng.gen_range(0..keys);
+            t.put(format!("{k:016}"), &value)?;
+        }
+        let c0 = Instant::now();
+        db.checkpoint()?;
+        ck.push(c0.elapsed().as_secs_f64() * 1000.0);
+        let (tp, f) = read_phase(&t, keys, a.threads, dur)?;
+        after.push(tp);
+        fa.push(f);
+    }
+    let m = |v: &mut Vec<f64>| report::median(v);
+    let (b, af, fbm, fam) = (m(&mut before), m(&mut after), m(&mut fb), m(&mut fa));
+    if !a.json {
+        println!(
+            "{} keys ({} MB cache), {} reader threads, {} rounds of {:?}, checkpoint {:.0} ms",
+            keys,
+            cache_mb,
+            a.threads,
+            rounds,
+            dur,
+            m(&mut ck)
+        );
+        println!(
+            "{:>22} {:>14} {:>22}",
+            "", "reads/s", "minor faults/1k reads"
+        );
+        println!("{:>22} {:>14.0} {:>22.4}", "before checkpoint", b, fbm);
+        println!("{:>22} {:>14.0} {:>22.4}", "right after", af, fam);
+    }
+    let targets = [
+        Target::below("minor faults per 1,000 reads after checkpoint", fam, 1.0),
+        Target::at_least("read throughput after / before", af / b.max(1.0), 0.95),
+    ];
+    let figures = json!({"keys": keys, "cache_mb": cache_mb, "threads": a.threads, "rounds": rounds,
+        "reads_per_s_before": b, "reads_per_s_after": af, "faults_per_1k_before": fbm, "faults_per_1k_after": fam,
+        "checkpoint_ms": m(&mut ck), "quick": a.quick});
+    drop(t);
+    db.close()?;
+    Ok(report::finish(
+        a.json,
+        "read-after-checkpoint",
+        report::machine(&a.dir),
+        figures,
+        &targets,
+    ))
+}

@@ -1,0 +1,118 @@
+//! Output shared by every workload: the machine, a human table, and one
+//! JSON object with a `targets` array.
+
+use serde_json::{json, Value};
+
+/// One target: what was measured against what it must be.
+pub struct Target {
+    pub name: String,
+    pub measured: f64,
+    pub target: String,
+    pub holds: bool,
+}
+
+impl Target {
+    pub fn at_least(name: &str, measured: f64, min: f64) -> Self {
+        Target {
+            name: name.into(),
+            measured,
+            target: format!(">= {min}"),
+            holds: measured >= min,
+        }
+    }
+    pub fn below(name: &str, measured: f64, max: f64) -> Self {
+        Target {
+            name: name.into(),
+            measured,
+            target: format!("< {max}"),
+            holds: measured < max,
+        }
+    }
+    pub fn at_most(name: &str, measured: f64, max: f64) -> Self {
+        Target {
+            name: name.into(),
+            measured,
+            target: format!("<= {max}"),
+            holds: measured <= max,
+        }
+    }
+}
+
+/// Cores, memory and the file system the benchmark ran on.
+pub fn machine(dir: &std::path::Path) -> Value {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_kb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    let fs = filesystem_of(dir).unwrap_or_else(|| "unknown".into());
+    json!({ "cores": cores, "memory_gib": (mem_kb as f64 / 1048576.0 * 10.0).round() / 10.0, "filesystem": fs })
+}
+
+fn filesystem_of(dir: &std::path::Path) -> Option<String> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+    let mut best: Option<(usize, String)> = None;
+    for l in mounts.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() >= 3
+            && dir.starts_with(f[1])
+            && best.as_ref().is_none_or(|(n, _)| f[1].len() > *n)
+        {
+            best = Some((f[1].len(), format!("{} on {}", f[2], f[0])));
+        }
+    }
+    best.map(|b| b.1)
+}
+
+/// Prints the verdict table, or the JSON object when `json`.
+pub fn finish(
+    json_out: bool,
+    workload: &str,
+    machine: Value,
+    mut figures: Value,
+    targets: &[Target],
+) -> bool {
+    let all = targets.iter().all(|t| t.holds);
+    if json_out {
+        figures["workload"] = json!(workload);
+        figures["machine"] = machine;
+        figures["targets"] = targets.iter().map(|t| json!({"name": t.name, "measured": t.measured, "target": t.target, "holds": t.holds})).collect();
+        println!("{figures}");
+    } else {
+        println!("machine: {machine}");
+        println!(
+            "{:<44} {:>14} {:>12}  holds",
+            "target", "measured", "target"
+        );
+        for t in targets {
+            println!(
+                "{:<44} {:>14.3} {:>12}  {}",
+                t.name,
+                t.measured,
+                t.target,
+                if t.holds { "yes" } else { "NO" }
+            );
+        }
+    }
+    all
+}
+
+/// Percentile (0..=100) of unsorted samples.
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let i = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+pub fn median(v: &mut [f64]) -> f64 {
+    percentile(v, 50.0)
+}
