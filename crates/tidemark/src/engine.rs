@@ -69,13 +69,7 @@ impl Engine {
         }
         let file_blocks = file.len()?.div_ceil(PAGE_SIZE as u64);
         let (mut a, mut b) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
-        file.read_exact_at(&mut a, 0).or_else(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                Ok(())
-            } else {
-                Err(e)
-            }
-        })?;
+        file.read_exact_at(&mut a, 0)?;
         file.read_exact_at(&mut b, PAGE_SIZE as u64)?;
         let m = meta::choose(&a, &b)?;
         let map = PageMap::new();

@@ -262,6 +262,19 @@ fn rebuild(buf: &mut [u8], cells: &[Vec<u8>]) {
     debug_assert!(slots_end(buf) <= end, "rebuild overflowed the page");
 }
 
+/// The cells of `buf` with `new_cell` inserted at (or replacing) index `i`.
+fn cells_with(buf: &[u8], i: usize, new_cell: &[u8], replace: bool) -> Vec<Vec<u8>> {
+    let mut cells: Vec<Vec<u8>> = (0..page::count(buf))
+        .map(|j| cell(buf, j).to_vec())
+        .collect();
+    if replace {
+        cells[i] = new_cell.to_vec();
+    } else {
+        cells.insert(i, new_cell.to_vec());
+    }
+    cells
+}
+
 /// Picks how many of `cells` go left so both halves fit a page.
 fn split_point(cells: &[Vec<u8>]) -> usize {
     let total: usize = cells.iter().map(|c| c.len() + SLOT).sum();
@@ -286,14 +299,7 @@ pub(crate) fn split_leaf(
     new_cell: &[u8],
     replace: bool,
 ) -> Vec<u8> {
-    let mut cells: Vec<Vec<u8>> = (0..page::count(left))
-        .map(|j| cell(left, j).to_vec())
-        .collect();
-    if replace {
-        cells[i] = new_cell.to_vec();
-    } else {
-        cells.insert(i, new_cell.to_vec());
-    }
+    let cells = cells_with(left, i, new_cell, replace);
     let m = split_point(&cells);
     init_leaf(right, right_pid);
     rebuild(right, &cells[m..]);
@@ -311,10 +317,7 @@ pub(crate) fn split_branch(
     i: usize,
     new_cell: &[u8],
 ) -> Vec<u8> {
-    let mut cells: Vec<Vec<u8>> = (0..page::count(left))
-        .map(|j| cell(left, j).to_vec())
-        .collect();
-    cells.insert(i, new_cell.to_vec());
+    let cells = cells_with(left, i, new_cell, false);
     let m = split_point(&cells);
     let promoted = &cells[m];
     let klen = usize::from(get_u16(promoted, 0));
