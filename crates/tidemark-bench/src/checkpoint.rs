@@ -84,12 +84,16 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
     // Allow a large dirty set: the point is a checkpoint with much to write.
     let db = tidemark::Builder::new()
         .cache_size(cache_mb << 20)
-        .eviction_dirty_target(60)
-        .eviction_dirty_trigger(75)
+        .eviction_dirty_target(70)
+        .eviction_dirty_trigger(85)
         .checkpoint_interval(None)
         .open(d.path())?;
     let t = db.table("t")?;
-    let n = fill(&t, (cache_mb << 20) * 6 / 10)?;
+    // 30% of the cache in keys and values fills about 60% of it with pages
+    // (ascending inserts leave leaves half full), so the dirty set stays
+    // under the dirty target: the baseline is then a steady state, not one
+    // in which eviction is already catching up with the writer.
+    let n = fill(&t, (cache_mb << 20) * 3 / 10)?;
     db.checkpoint()?;
     let rounds = if a.quick { 3 } else { 5 };
     let mut base_p50 = Vec::new();

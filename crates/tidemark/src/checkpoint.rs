@@ -119,6 +119,7 @@ fn take_cut(e: &Engine) -> Option<Cut> {
                 epoch: n,
                 map_before: HashMap::new(),
                 pending: HashMap::new(),
+                shadowed: Vec::new(),
             });
             e.pager.alloc.clear_fresh();
             Some(Cut {
@@ -147,34 +148,15 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     let mut overrides: HashMap<u64, u64> = HashMap::with_capacity(pids.len());
     let mut written = 0u64;
     for pid in pids {
+        written += write_shadows(e, n, &mut overrides, &mut buf)?;
         if let Some(b) = capture(e, pid, n, &mut buf)? {
             overrides.insert(pid, b);
             written += 1;
             continue;
         }
-        let pending = e
-            .pager
-            .state
-            .lock()
-            .running
-            .as_mut()
-            .and_then(|r| r.pending.remove(&pid));
-        match pending {
-            Some(Pending::Shadow(fi)) => {
-                buf.copy_from_slice(&e.pool.frames[fi as usize].latch.read().buf);
-                let b = e.pager.write_new_block(&mut buf, false)?;
-                e.pool.release_shadow(fi);
-                // Only this checkpoint references `b`; the live page moved on.
-                e.pager.alloc.free(b, n + 1);
-                overrides.insert(pid, b);
-                written += 1;
-            }
-            Some(Pending::Written(b)) => {
-                overrides.insert(pid, b);
-            }
-            None => {}
-        }
+        written += take_pending(e, pid, n, &mut overrides, &mut buf)?;
     }
+    written += write_shadows(e, n, &mut overrides, &mut buf)?;
     chunks.extend(overrides.keys().map(|&p| pagemap::chunk_of(p)));
     written += write_map(e, durable, n, next_pid, &chunks, &overrides, &mut buf)?;
     e.pager.state.lock().running = None;
@@ -194,6 +176,60 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     durable.generation = meta.generation;
     e.pager.release_through(n);
     Ok(written + 1)
+}
+
+/// Writes the cut content of every page shadowed since the last call, so
+/// shadow frames go back to the cache at once.
+fn write_shadows(
+    e: &Engine,
+    n: u64,
+    overrides: &mut HashMap<u64, u64>,
+    buf: &mut [u8],
+) -> Result<u64> {
+    let shadowed = match e.pager.state.lock().running.as_mut() {
+        Some(r) if !r.shadowed.is_empty() => std::mem::take(&mut r.shadowed),
+        _ => return Ok(0),
+    };
+    let mut written = 0;
+    for pid in shadowed {
+        written += take_pending(e, pid, n, overrides, buf)?;
+    }
+    Ok(written)
+}
+
+/// Records in `overrides` where the cut content of `pid` is, if a writer
+/// or the evictor preserved it; writes a shadow frame out first. Returns
+/// the number of pages written.
+fn take_pending(
+    e: &Engine,
+    pid: u64,
+    n: u64,
+    overrides: &mut HashMap<u64, u64>,
+    buf: &mut [u8],
+) -> Result<u64> {
+    let pending = e
+        .pager
+        .state
+        .lock()
+        .running
+        .as_mut()
+        .and_then(|r| r.pending.remove(&pid));
+    match pending {
+        Some(Pending::Shadow(fi)) => {
+            buf.copy_from_slice(&e.pool.frames[fi as usize].latch.read().buf);
+            let b = e.pager.write_new_block(buf, false)?;
+            e.pool.release_shadow(fi);
+            // Only this checkpoint references `b`; the live page moved on.
+            e.pager.alloc.free(b, n + 1);
+            overrides.insert(pid, b);
+            Ok(1)
+        }
+        Some(Pending::Written(b)) => {
+            overrides.insert(pid, b);
+            Ok(0)
+        }
+        None => Ok(0),
+    }
 }
 
 /// Takes the cut content of `pid` from its frame, if the frame still holds

@@ -37,6 +37,12 @@ pub(crate) struct Running {
     /// Map entries changed after the cut: their value at the cut.
     pub(crate) map_before: HashMap<u64, u64>,
     pub(crate) pending: HashMap<u64, Pending>,
+    /// Pages given a shadow frame, in the order the shadows were made. The
+    /// checkpoint writes these first, so shadow frames live for about one
+    /// page write instead of until the checkpoint reaches their page: a
+    /// checkpoint of a large dirty set would otherwise fill the cache with
+    /// shadows and push application threads into eviction.
+    pub(crate) shadowed: Vec<u64>,
 }
 
 /// Epoch state, guarded by one mutex taken only around map changes (page

@@ -378,6 +378,7 @@ impl BufferPool {
             match st.running.as_mut() {
                 Some(r) if r.epoch == g.dirty_epoch => {
                     r.pending.insert(g.pid, Pending::Shadow(fi));
+                    r.shadowed.push(g.pid);
                     self.counters.shadow_copies.fetch_add(1, Ordering::Relaxed);
                 }
                 _ => {
