@@ -19,6 +19,7 @@ pub struct Args {
     pub threads: usize,
     pub cache_mb: usize,
     pub dataset_mb: usize,
+    pub checkpoint_secs: u64,
 }
 
 const KEY_LEN: usize = 16;
@@ -29,6 +30,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let cache = a.cache_mb << 20;
     let db = tidemark::Builder::new()
         .cache_size(cache)
+        .checkpoint_interval(Some(std::time::Duration::from_secs(a.checkpoint_secs)))
         .open(dir.path())?;
     let t = db.table("usertable")?;
     let records = (a.dataset_mb << 20) / (KEY_LEN + VALUE_LEN);

@@ -51,6 +51,9 @@ enum Cmd {
         /// Bytes of keys+values inserted, in MB (default 1024; 200 with --quick).
         #[arg(long)]
         dataset_mb: Option<usize>,
+        /// Seconds between periodic checkpoints (the engine's default is 60).
+        #[arg(long, default_value_t = 60)]
+        checkpoint_secs: u64,
     },
     /// Idle checkpoint time vs cache size; writer latency during a checkpoint (pathology 3).
     Checkpoint,
@@ -68,7 +71,9 @@ fn main() -> ExitCode {
             threads,
             cache_mb,
             dataset_mb,
+            checkpoint_secs,
         } => cache_pressure::run(&cache_pressure::Args {
+            checkpoint_secs,
             quick: cli.quick,
             json: cli.json,
             dir: cli.dir,

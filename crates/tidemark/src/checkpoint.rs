@@ -160,6 +160,7 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     chunks.extend(overrides.keys().map(|&p| pagemap::chunk_of(p)));
     written += write_map(e, durable, n, next_pid, &chunks, &overrides, &mut buf)?;
     e.pager.state.lock().running = None;
+    write_back_paced(e)?;
     e.pager.file.sync_data()?;
     let meta = Meta {
         generation: durable.generation + 1,
@@ -176,6 +177,25 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     durable.generation = meta.generation;
     e.pager.release_through(n);
     Ok(written + 1)
+}
+
+/// Bytes the checkpoint hands to the device per step before its fsync.
+const WRITE_BACK_STEP: u64 = 4 << 20;
+
+/// Pushes the file's cached writes to the device a few megabytes at a time
+/// before the fsync. Between two checkpoints the evictor may have written
+/// gigabytes that the operating system still caches; one fsync of all of it
+/// would fill the device queue while the kernel holds page locks that
+/// writers' `pwrite`s need, stalling them for seconds. In small steps the
+/// queue never fills, writers keep going, and the fsync finds little left.
+fn write_back_paced(e: &Engine) -> Result<()> {
+    let len = e.pager.file.len()?;
+    let mut off = 0;
+    while off < len {
+        e.pager.file.write_back(off, WRITE_BACK_STEP)?;
+        off += WRITE_BACK_STEP;
+    }
+    Ok(())
 }
 
 /// Writes the cut content of every page shadowed since the last call, so

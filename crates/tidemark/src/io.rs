@@ -25,10 +25,31 @@ pub trait FileIo: Send + Sync + 'static {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Makes every completed write durable (`fdatasync`).
     fn sync_data(&self) -> io::Result<()>;
+    /// Writes the bytes cached for `len` bytes from `offset` to the device
+    /// and waits for them, without making anything durable (no metadata,
+    /// no device cache flush: [`FileIo::sync_data`] is still needed). Used
+    /// to spread a large flush into small steps, so that no single step
+    /// holds the operating system's page locks while the device queue is
+    /// full. The default does nothing, which is always correct.
+    fn write_back(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
     /// Current length in bytes.
     fn len(&self) -> io::Result<u64>;
     /// Truncates or extends the file.
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Reserves room for the file to grow to `len` bytes, so later writes
+    /// up to there are overwrites rather than appends (and a full device
+    /// fails here, not in a later write). It may extend the length; writes
+    /// past the end stay valid whether it did or not, and the engine never
+    /// reads a block it has not written. The default extends the length.
+    fn preallocate(&self, len: u64) -> io::Result<()> {
+        if self.len()? < len {
+            self.set_len(len)?;
+        }
+        Ok(())
+    }
 }
 
 /// Opens files; the database asks it for its data file.
@@ -67,10 +88,61 @@ impl FileIo for OsFile {
     fn sync_data(&self) -> io::Result<()> {
         self.file.sync_data()
     }
+    #[cfg(target_os = "linux")]
+    fn write_back(&self, offset: u64, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let (Ok(off), Ok(n)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "write-back range beyond i64",
+            ));
+        };
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        // SAFETY: sync_file_range takes a file descriptor and integers and
+        // touches no memory of ours; the descriptor is open for as long as
+        // `self.file` lives, which outlasts the call.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::sync_file_range(self.file.as_raw_fd(), off, n, flags) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
     fn len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
+    }
+    #[cfg(target_os = "linux")]
+    fn preallocate(&self, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let Ok(n) = i64::try_from(len) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "file length beyond i64",
+            ));
+        };
+        // SAFETY: fallocate takes a file descriptor and integers and
+        // touches no memory of ours; the descriptor is open for as long as
+        // `self.file` lives, which outlasts the call.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, n) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            // A file system without fallocate: extending the length still
+            // saves each write the cost of growing the file.
+            if self.len()? < len {
+                self.set_len(len)?;
+            }
+            return Ok(());
+        }
+        Err(err)
     }
 }

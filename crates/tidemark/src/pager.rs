@@ -21,6 +21,10 @@ use crate::io::FileIo;
 use crate::page::{self, PageKind, PAGE_SIZE};
 use crate::pagemap::{self, PageMap, MAX_PIDS, NO_BLOCK};
 
+/// Smallest step, in blocks, by which the data file grows (16 MiB); larger
+/// files grow by an eighth of their size.
+const GROW_MIN_BLOCKS: u64 = 1024;
+
 /// What a running checkpoint knows about a page it must write.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Pending {
@@ -71,6 +75,10 @@ pub(crate) struct Pager {
     /// Pages dirtied during the current epoch (may hold stale entries).
     pub(crate) dirty_list: Mutex<Vec<u64>>,
     next_pid: AtomicU64,
+    /// Blocks the data file has room for (its length, preallocated).
+    file_blocks: AtomicU64,
+    /// Serialises growing the file.
+    grow: Mutex<()>,
     pids: Mutex<PidFree>,
     stopped: AtomicBool,
     stop_reason: Mutex<String>,
@@ -91,6 +99,9 @@ impl Pager {
         next_pid: u64,
         free_pids: Vec<u64>,
     ) -> Self {
+        // The length was read at open; a failure here only costs an early
+        // (harmless) growth step.
+        let file_blocks = file.len().map_or(0, |l| l / PAGE_SIZE as u64);
         Pager {
             file,
             map,
@@ -103,6 +114,8 @@ impl Pager {
             }),
             dirty_list: Mutex::new(Vec::new()),
             next_pid: AtomicU64::new(next_pid),
+            file_blocks: AtomicU64::new(file_blocks),
+            grow: Mutex::new(()),
             pids: Mutex::new(PidFree {
                 free: free_pids,
                 limbo: Vec::new(),
@@ -111,6 +124,11 @@ impl Pager {
             stop_reason: Mutex::new(String::new()),
             counters: PagerCounters::default(),
         }
+    }
+
+    /// Blocks the data file has room for, preallocated ones included.
+    pub(crate) fn file_blocks(&self) -> u64 {
+        self.file_blocks.load(Ordering::Acquire)
     }
 
     pub(crate) fn next_pid(&self) -> u64 {
@@ -224,10 +242,33 @@ impl Pager {
         }
     }
 
+    /// Makes the file long enough for block `b`, growing it by a large step:
+    /// writing past the end of a file costs the file system several times
+    /// an overwrite (on ext4 about 50 us against 4-8 us per 16 KiB), and
+    /// right after a checkpoint every evicted page needs a new block.
+    fn ensure_room(&self, b: u64) -> Result<()> {
+        if b < self.file_blocks.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _g = self.grow.lock();
+        let have = self.file_blocks.load(Ordering::Acquire);
+        if b < have {
+            return Ok(());
+        }
+        let want = (b + 1).max(have + (have / 8).max(GROW_MIN_BLOCKS));
+        self.file.preallocate(want * PAGE_SIZE as u64)?;
+        self.file_blocks.store(want, Ordering::Release);
+        Ok(())
+    }
+
     /// Seals `buf` and writes it to a newly allocated block.
     pub(crate) fn write_new_block(&self, buf: &mut [u8], fresh: bool) -> Result<u64> {
         page::seal(buf);
         let b = self.alloc.allocate(fresh);
+        if let Err(e) = self.ensure_room(b) {
+            self.alloc.free(b, self.epoch.load(Ordering::Acquire));
+            return Err(e);
+        }
         if let Err(e) = self.file.write_all_at(buf, b * PAGE_SIZE as u64) {
             self.alloc.free(b, self.epoch.load(Ordering::Acquire));
             return Err(e.into());

@@ -64,6 +64,8 @@ pub(crate) fn collect(e: &Engine) -> Stats {
     let p = &e.pool.counters;
     let c = &e.ckpt;
     let a = e.pager.alloc.stats();
+    // Preallocated blocks past the last allocated one are free space too.
+    let file_blocks = e.pager.file_blocks().max(a.file_blocks);
     let page = PAGE_SIZE as u64;
     let ld = |x: &std::sync::atomic::AtomicU64| x.load(Ordering::Relaxed);
     Stats {
@@ -88,8 +90,8 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         checkpoint_max_us: ld(&c.max_ns) / 1000,
         checkpoint_pages_written: ld(&c.pages_written),
         checkpoint_running: ld(&c.running) != 0,
-        file_size: a.file_blocks * page,
-        file_free_bytes: a.free_blocks * page,
+        file_size: file_blocks * page,
+        file_free_bytes: (a.free_blocks + (file_blocks - a.file_blocks)) * page,
         file_limbo_bytes: a.limbo_blocks * page,
     }
 }

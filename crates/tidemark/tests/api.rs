@@ -225,3 +225,31 @@ fn options_are_validated() {
         Err(Error::InvalidOption(_))
     ));
 }
+
+#[test]
+fn data_file_grows_in_preallocated_steps_that_stats_count_as_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(tidemark::DATA_FILE);
+    let db = tidemark::Database::open(dir.path()).unwrap();
+    let t = db.table("t").unwrap();
+    for i in 0..2000u32 {
+        t.put(i.to_be_bytes(), [7u8; 100]).unwrap();
+    }
+    db.checkpoint().unwrap();
+    let s = db.stats();
+    let on_disk = std::fs::metadata(&path).unwrap().len();
+    // A handful of pages were written, but the file grew by a whole step.
+    assert!(on_disk >= 16 << 20, "file is only {on_disk} bytes");
+    assert_eq!(s.file_size, on_disk, "stats disagree with the file");
+    assert!(
+        s.file_free_bytes > on_disk / 2,
+        "the preallocated tail is not counted as free: {s:?}"
+    );
+    drop(t);
+    db.close().unwrap();
+    // The zero tail does not confuse open, and the data is all there.
+    let db = tidemark::Database::open(dir.path()).unwrap();
+    let t = db.table("t").unwrap();
+    assert_eq!(t.iter().filter(|r| r.is_ok()).count(), 2000);
+    assert!(db.verify().unwrap().is_ok());
+}

@@ -86,6 +86,12 @@ impl FileIo for SimFile {
         self.live.lock().resize(len as usize, 0);
         Ok(())
     }
+    /// Can fail like any I/O, but reserves nothing: the engine never reads
+    /// a block it has not written, and a zero tail would make every crash
+    /// image megabytes larger.
+    fn preallocate(&self, _len: u64) -> io::Result<()> {
+        self.fs.allow()
+    }
 }
 
 /// In-memory file system of [`SimFile`]s.
