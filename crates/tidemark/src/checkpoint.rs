@@ -15,7 +15,9 @@
 //!    not changed since its capture is marked clean at that block.
 //! 3. **Map.** Rewrite only the map chunks whose entries differ from the
 //!    last durable checkpoint, with the values as of the cut, and the chunk
-//!    directory. `fdatasync`.
+//!    directory. Push the file's cached writes to the device in 4 MiB
+//!    steps (so one huge fsync never fills the device queue), then
+//!    `fdatasync`.
 //! 4. **Meta.** Write the meta slot not holding the previous checkpoint;
 //!    `fdatasync`. The checkpoint is durable; blocks freed up to epoch `n`
 //!    leave limbo.

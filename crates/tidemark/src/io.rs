@@ -45,11 +45,23 @@ pub trait FileIo: Send + Sync + 'static {
     /// past the end stay valid whether it did or not, and the engine never
     /// reads a block it has not written. The default extends the length.
     fn preallocate(&self, len: u64) -> io::Result<()> {
-        if self.len()? < len {
-            self.set_len(len)?;
-        }
-        Ok(())
+        extend_to(self, len)
     }
+}
+
+/// Extends `f` to `len` bytes if it is shorter.
+fn extend_to(f: &(impl FileIo + ?Sized), len: u64) -> io::Result<()> {
+    if f.len()? < len {
+        f.set_len(len)?;
+    }
+    Ok(())
+}
+
+/// A file offset or length as the `off_t` the system calls take.
+#[cfg(target_os = "linux")]
+fn off_t(v: u64) -> io::Result<i64> {
+    i64::try_from(v)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset beyond i64"))
 }
 
 /// Opens files; the database asks it for its data file.
@@ -91,12 +103,7 @@ impl FileIo for OsFile {
     #[cfg(target_os = "linux")]
     fn write_back(&self, offset: u64, len: u64) -> io::Result<()> {
         use std::os::fd::AsRawFd;
-        let (Ok(off), Ok(n)) = (i64::try_from(offset), i64::try_from(len)) else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "write-back range beyond i64",
-            ));
-        };
+        let (off, n) = (off_t(offset)?, off_t(len)?);
         let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
             | libc::SYNC_FILE_RANGE_WRITE
             | libc::SYNC_FILE_RANGE_WAIT_AFTER;
@@ -120,12 +127,7 @@ impl FileIo for OsFile {
     #[cfg(target_os = "linux")]
     fn preallocate(&self, len: u64) -> io::Result<()> {
         use std::os::fd::AsRawFd;
-        let Ok(n) = i64::try_from(len) else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "file length beyond i64",
-            ));
-        };
+        let n = off_t(len)?;
         // SAFETY: fallocate takes a file descriptor and integers and
         // touches no memory of ours; the descriptor is open for as long as
         // `self.file` lives, which outlasts the call.
@@ -138,10 +140,7 @@ impl FileIo for OsFile {
         if err.raw_os_error() == Some(libc::EOPNOTSUPP) {
             // A file system without fallocate: extending the length still
             // saves each write the cost of growing the file.
-            if self.len()? < len {
-                self.set_len(len)?;
-            }
-            return Ok(());
+            return extend_to(self, len);
         }
         Err(err)
     }
