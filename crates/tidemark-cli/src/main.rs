@@ -36,6 +36,11 @@ enum Cmd {
         table: String,
         key: String,
         value: String,
+        /// When the command may return: none (in memory; the checkpoint at
+        /// exit makes it durable), write (handed to the OS), fsync (on
+        /// stable storage).
+        #[arg(long, default_value = "write")]
+        durability: tidemark::Durability,
     },
     /// Print the value of KEY in TABLE.
     Get { table: String, key: String },
@@ -87,8 +92,14 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         .open(&cli.db)?;
     let mut out = std::io::stdout().lock();
     let code = match cli.cmd {
-        Cmd::Put { table, key, value } => {
-            db.table(&table)?.put(key.as_bytes(), value.as_bytes())?;
+        Cmd::Put {
+            table,
+            key,
+            value,
+            durability,
+        } => {
+            db.table(&table)?
+                .put_with(key.as_bytes(), value.as_bytes(), durability)?;
             ExitCode::SUCCESS
         }
         Cmd::Get { table, key } => match db.open_table(&table)?.get(key.as_bytes())? {

@@ -60,3 +60,25 @@ fn missing_table_and_corrupt_file_fail_cleanly() {
     assert_eq!(code, 2);
     assert!(err.contains("not a tidemark database"), "{err}");
 }
+
+#[test]
+fn put_takes_a_durability_and_rejects_unknown_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for d in ["none", "write", "fsync"] {
+        assert_eq!(
+            tm(&db, &["put", "t", d, "v", "--durability", d]).0,
+            0,
+            "{d}"
+        );
+    }
+    assert_eq!(tm(&db, &["scan", "t"]).1, "fsync\tv\nnone\tv\nwrite\tv\n");
+    let (code, _, err) = tm(&db, &["put", "t", "k", "v", "--durability", "maybe"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("none, write or fsync"), "{err}");
+    assert_eq!(
+        tm(&db, &["get", "t", "k"]).0,
+        1,
+        "a rejected put wrote nothing"
+    );
+}

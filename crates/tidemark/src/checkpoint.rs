@@ -4,7 +4,9 @@
 //! 1. **Cut.** Close the write gate (waits for writes already inside, then
 //!    blocks new ones for microseconds), move the epoch from `n` to `n + 1`,
 //!    take the list of pages dirtied in epoch `n` and the map chunks changed
-//!    in it, install the `running` state, reopen the gate. If nothing
+//!    in it, note the log position (every record before it was applied
+//!    inside the gate, so it is in this image), install the `running`
+//!    state, reopen the gate. If nothing
 //!    changed since the last checkpoint, stop here: the cost of an idle
 //!    checkpoint does not depend on how much is cached.
 //! 2. **Capture.** For each page dirtied in epoch `n`, its content as of the
@@ -20,7 +22,8 @@
 //!    `fdatasync`.
 //! 4. **Meta.** Write the meta slot not holding the previous checkpoint;
 //!    `fdatasync`. The checkpoint is durable; blocks freed up to epoch `n`
-//!    leave limbo.
+//!    leave limbo, and log segments wholly before the cut's log position
+//!    are recycled.
 //!
 //! The checkpoint takes no lock that eviction needs: frame latches one at a
 //! time and the pager's state mutex for map bookkeeping, never across I/O.
@@ -41,6 +44,7 @@ pub(crate) struct Durable {
     pub(crate) generation: u64,
     pub(crate) chunk_blocks: Vec<u64>,
     pub(crate) dir_blocks: Vec<u64>,
+    pub(crate) log_segment_size: u64,
 }
 
 #[derive(Default)]
@@ -70,6 +74,8 @@ struct Cut {
     pids: Vec<u64>,
     chunks: std::collections::BTreeSet<usize>,
     next_pid: u64,
+    /// Log position of the cut: every record before it is in this image.
+    log_lsn: u64,
 }
 
 pub(crate) fn checkpoint(e: &Engine) -> Result<CheckpointInfo> {
@@ -129,6 +135,7 @@ fn take_cut(e: &Engine) -> Option<Cut> {
                 pids,
                 chunks,
                 next_pid: e.pager.next_pid(),
+                log_lsn: e.wal.position(),
             })
         }
     };
@@ -143,6 +150,7 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
         mut pids,
         mut chunks,
         next_pid,
+        log_lsn,
     } = cut;
     pids.sort_unstable();
     pids.dedup();
@@ -170,6 +178,8 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
         next_pid,
         dir_block: durable.dir_blocks.first().copied().unwrap_or(0),
         map_chunks: durable.chunk_blocks.len() as u32,
+        log_lsn,
+        log_segment_size: durable.log_segment_size,
     };
     meta.encode(&mut buf);
     e.pager
@@ -178,6 +188,10 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     e.pager.file.sync_data()?;
     durable.generation = meta.generation;
     e.pager.release_through(n);
+    // The checkpoint is durable whatever happens to the old segments: a
+    // failure to recycle them is counted (`log_recycle_errors`) and the
+    // next checkpoint tries again.
+    e.wal.checkpoint_done(log_lsn);
     Ok(written + 1)
 }
 

@@ -11,16 +11,17 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::btree::node::{self, MAX_KEY_SIZE};
-use crate::btree::{overflow, StoredValue};
+use crate::btree::node::MAX_KEY_SIZE;
 use crate::cache::{self, PoolConfig, MIN_FRAMES};
 use crate::checkpoint::{self, CheckpointInfo};
-use crate::engine::{Engine, CATALOG_ROOT};
+use crate::engine::{decode_root, Engine, CATALOG_ROOT};
 use crate::error::{Error, Result};
 use crate::io::{FileSystem, OsFileSystem};
 use crate::page::PAGE_SIZE;
 use crate::stats::Stats;
 use crate::verify::{self, VerifyReport};
+use crate::wal::record::LogOp;
+use crate::wal::{Durability, DEFAULT_SEGMENT_SIZE};
 
 /// Largest value, in bytes.
 pub const MAX_VALUE_SIZE: usize = 16 * 1024 * 1024;
@@ -42,6 +43,8 @@ pub struct Builder {
     eviction_dirty_trigger: u8,
     eviction_threads: usize,
     checkpoint_interval: Option<Duration>,
+    durability: Durability,
+    log_segment_size: u64,
     fs: Arc<dyn FileSystem>,
 }
 
@@ -61,13 +64,16 @@ impl std::fmt::Debug for Builder {
             .field("eviction_dirty_trigger", &self.eviction_dirty_trigger)
             .field("eviction_threads", &self.eviction_threads)
             .field("checkpoint_interval", &self.checkpoint_interval)
+            .field("durability", &self.durability)
+            .field("log_segment_size", &self.log_segment_size)
             .finish_non_exhaustive()
     }
 }
 
 impl Builder {
     /// Defaults: 256 MiB cache, eviction target/trigger 80/95 %, dirty
-    /// target/trigger 5/20 %, one eviction worker, a checkpoint every 60 s.
+    /// target/trigger 5/20 %, one eviction worker, a checkpoint every 60 s,
+    /// durability [`Durability::Write`], 16 MiB log segments.
     pub fn new() -> Self {
         Builder {
             cache_size: 256 << 20,
@@ -77,6 +83,8 @@ impl Builder {
             eviction_dirty_trigger: 20,
             eviction_threads: 1,
             checkpoint_interval: Some(Duration::from_secs(60)),
+            durability: Durability::Write,
+            log_segment_size: DEFAULT_SEGMENT_SIZE,
             fs: Arc::new(OsFileSystem),
         }
     }
@@ -115,6 +123,17 @@ impl Builder {
     /// at close.
     pub fn checkpoint_interval(mut self, every: Option<Duration>) -> Self {
         self.checkpoint_interval = every;
+        self
+    }
+    /// Durability of commits that do not choose their own.
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+    /// Bytes per log segment file, for a new database (a multiple of
+    /// 4 KiB); an existing database keeps the size it was created with.
+    pub fn log_segment_size(mut self, bytes: u64) -> Self {
+        self.log_segment_size = bytes;
         self
     }
     /// Replaces the file layer (fault injection in tests).
@@ -158,7 +177,9 @@ impl Builder {
     /// Opens the database in directory `path`, creating it if needed.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Database> {
         let cfg = self.pool_config()?;
-        let engine = Arc::new(Engine::open(path.as_ref(), &*self.fs, cfg)?);
+        let (engine, recovered) =
+            Engine::open(path.as_ref(), self.fs.clone(), cfg, self.log_segment_size)?;
+        let engine = Arc::new(engine);
         let shared = Arc::new(Shared {
             stop: Mutex::new(false),
             cv: Condvar::new(),
@@ -197,6 +218,8 @@ impl Builder {
                 threads: Mutex::new(threads),
                 path: path.as_ref().to_path_buf(),
                 closed: AtomicBool::new(false),
+                durability: self.durability,
+                replayed: recovered.records,
             }),
         })
     }
@@ -213,6 +236,9 @@ struct Inner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     path: PathBuf,
     closed: AtomicBool,
+    durability: Durability,
+    /// Log records replayed when the database was opened.
+    replayed: u64,
 }
 
 impl Inner {
@@ -278,6 +304,7 @@ enum Op {
 #[derive(Debug, Clone, Default)]
 pub struct WriteBatch {
     ops: Vec<Op>,
+    durability: Option<Durability>,
 }
 
 impl WriteBatch {
@@ -305,6 +332,11 @@ impl WriteBatch {
             table: table.to_string(),
             key: key.as_ref().to_vec(),
         });
+        self
+    }
+    /// Chooses this batch's durability instead of the database default.
+    pub fn set_durability(&mut self, d: Durability) -> &mut Self {
+        self.durability = Some(d);
         self
     }
     /// Number of operations.
@@ -341,16 +373,6 @@ fn check_name(name: &str) -> Result<()> {
     }
     Ok(())
 }
-fn decode_root(name: &str, v: &[u8]) -> Result<u64> {
-    let b: [u8; 8] = v.try_into().map_err(|_| {
-        Error::corruption(
-            CATALOG_ROOT,
-            format!("catalog entry for {name:?} is {} bytes", v.len()),
-        )
-    })?;
-    Ok(u64::from_le_bytes(b))
-}
-
 impl Database {
     /// Opens or creates the database at `path` with default options.
     pub fn open(path: impl AsRef<Path>) -> Result<Database> {
@@ -372,30 +394,76 @@ impl Database {
     }
 
     fn lookup_root(&self, name: &str) -> Result<Option<u64>> {
-        match self.engine().tree(CATALOG_ROOT).get(name.as_bytes())? {
-            Some(v) => Ok(Some(decode_root(name, &v)?)),
-            None => Ok(None),
-        }
+        self.engine().lookup_root(name.as_bytes())
+    }
+
+    /// Durability commits get unless they choose their own.
+    pub fn default_durability(&self) -> Durability {
+        self.inner.durability
+    }
+
+    /// Log records replayed when this database was opened (commits made
+    /// after the last checkpoint before it was closed or crashed).
+    pub fn replayed_records(&self) -> u64 {
+        self.inner.replayed
+    }
+
+    /// The commit protocol every write follows (see `wal` and `stripes`):
+    /// enter the gate, lock the key stripes (`None`: all of them), run
+    /// `check` (which may refuse, changing nothing), log `ops`, `apply`
+    /// them to the tree, leave, and wait for `durability`.
+    fn commit<V, T>(
+        &self,
+        ops: &[LogOp<'_>],
+        stripes: Option<Vec<usize>>,
+        durability: Durability,
+        check: impl FnOnce(&Engine) -> Result<V>,
+        apply: impl FnOnce(&Engine, V) -> Result<T>,
+    ) -> Result<T> {
+        let e = self.engine();
+        e.pager.check_writable()?;
+        e.pool.help_if_over_trigger(&e.pager);
+        let (ticket, out) = {
+            let _in = e.gate.enter();
+            let _held = match stripes {
+                Some(s) => e.stripes.lock(s),
+                None => e.stripes.lock_all(),
+            };
+            let v = check(e)?;
+            let ticket = e.wal.append(ops, durability).inspect_err(|err| {
+                e.pager.stop_writes(&format!("log append failed: {err}"));
+            })?;
+            let out = apply(e, v).inspect_err(|err| {
+                // The log holds a record the tree may hold only part of;
+                // replay on the next open applies it whole.
+                e.pager
+                    .stop_writes(&format!("applying a logged batch failed: {err}"));
+                e.wal.group.fail("applying a logged batch failed");
+            })?;
+            (ticket, out)
+        };
+        e.wal.wait(ticket).inspect_err(|err| {
+            e.pager.stop_writes(&format!("{err}"));
+        })?;
+        Ok(out)
     }
 
     /// Creates table `name`; [`Error::TableExists`] if it exists.
     pub fn create_table(&self, name: &str) -> Result<Table> {
         check_name(name)?;
-        let e = self.engine();
-        e.pager.check_writable()?;
-        let _c = e.catalog_lock.lock();
-        if self.lookup_root(name)?.is_some() {
-            return Err(Error::TableExists(name.to_string()));
-        }
-        e.pool.help_if_over_trigger(&e.pager);
-        let _in = e.gate.enter();
-        let root = e.pager.alloc_pid()?;
-        let mut w = e.pool.new_page(&e.pager, root)?;
-        node::init_leaf(w.bytes_mut()?, root);
-        drop(w);
-        e.tree(CATALOG_ROOT).put(
-            name.as_bytes(),
-            &StoredValue::Inline(root.to_le_bytes().to_vec()),
+        let _c = self.engine().catalog_lock.lock();
+        let op = [LogOp::CreateTable {
+            table: name.as_bytes(),
+        }];
+        let root = self.commit(
+            &op,
+            Some(Vec::new()),
+            self.inner.durability,
+            |e| match e.lookup_root(name.as_bytes())? {
+                Some(_) => Err(Error::TableExists(name.to_string())),
+                None => Ok(()),
+            },
+            |e, ()| e.create_root(name.as_bytes()),
         )?;
         Ok(Table {
             db: self.clone(),
@@ -432,24 +500,20 @@ impl Database {
     /// [`Error::TableDropped`] afterwards.
     pub fn drop_table(&self, name: &str) -> Result<()> {
         check_name(name)?;
-        let e = self.engine();
-        e.pager.check_writable()?;
-        let _c = e.catalog_lock.lock();
-        let root = self
-            .lookup_root(name)?
-            .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
-        let _in = e.gate.enter();
-        let mut pages = Vec::new();
-        e.tree(root).for_each_page(&mut |p| {
-            pages.push(p);
-            Ok(())
-        })?;
-        e.tree(CATALOG_ROOT).delete(name.as_bytes())?;
-        for p in pages {
-            e.pool.discard(&e.pager, p)?;
-            e.pager.free_pid(p);
-        }
-        Ok(())
+        let _c = self.engine().catalog_lock.lock();
+        let op = [LogOp::DropTable {
+            table: name.as_bytes(),
+        }];
+        self.commit(
+            &op,
+            None,
+            self.inner.durability,
+            |e| {
+                e.lookup_root(name.as_bytes())?
+                    .ok_or_else(|| Error::TableNotFound(name.to_string()))
+            },
+            |e, root| e.drop_root(name.as_bytes(), root),
+        )
     }
 
     /// Names of all tables, in order.
@@ -464,38 +528,67 @@ impl Database {
             .collect()
     }
 
-    /// Applies every operation of `batch`, or none if any is invalid.
+    /// Applies every operation of `batch`, or none if any is invalid, as
+    /// one log record; returns once it has the batch's durability (or the
+    /// database default).
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
         let e = self.engine();
-        e.pager.check_writable()?;
-        let mut roots = std::collections::HashMap::new();
+        let mut ops = Vec::with_capacity(batch.ops.len());
+        let mut stripes = Vec::with_capacity(batch.ops.len());
         for op in &batch.ops {
             let (table, key) = match op {
                 Op::Put { table, key, value } => {
                     check_value(value)?;
+                    ops.push(LogOp::Put {
+                        table: table.as_bytes(),
+                        key,
+                        value,
+                    });
                     (table, key)
                 }
-                Op::Delete { table, key } => (table, key),
-            };
-            check_key(key)?;
-            if !roots.contains_key(table) {
-                let root = self
-                    .lookup_root(table)?
-                    .ok_or_else(|| Error::TableNotFound(table.clone()))?;
-                roots.insert(table.clone(), root);
-            }
-        }
-        e.pool.help_if_over_trigger(&e.pager);
-        let _in = e.gate.enter();
-        for op in &batch.ops {
-            match op {
-                Op::Put { table, key, value } => apply_put(e, roots[table], key, value)?,
                 Op::Delete { table, key } => {
-                    apply_delete(e, roots[table], key)?;
+                    ops.push(LogOp::Delete {
+                        table: table.as_bytes(),
+                        key,
+                    });
+                    (table, key)
                 }
-            }
+            };
+            check_name(table).map_err(|_| Error::TableNotFound(table.clone()))?;
+            check_key(key)?;
+            stripes.push(e.stripes.of(table.as_bytes(), key));
         }
-        Ok(())
+        self.commit(
+            &ops,
+            Some(stripes),
+            batch.durability.unwrap_or(self.inner.durability),
+            |e| {
+                let mut roots = std::collections::HashMap::new();
+                for op in &batch.ops {
+                    let table = match op {
+                        Op::Put { table, .. } | Op::Delete { table, .. } => table,
+                    };
+                    if !roots.contains_key(table) {
+                        let root = e
+                            .lookup_root(table.as_bytes())?
+                            .ok_or_else(|| Error::TableNotFound(table.clone()))?;
+                        roots.insert(table.clone(), root);
+                    }
+                }
+                Ok(roots)
+            },
+            |e, roots| {
+                for op in &batch.ops {
+                    match op {
+                        Op::Put { table, key, value } => e.apply_put(roots[table], key, value)?,
+                        Op::Delete { table, key } => {
+                            e.apply_delete(roots[table], key)?;
+                        }
+                    }
+                }
+                Ok(())
+            },
+        )
     }
 
     /// Makes everything written so far durable; see [`CheckpointInfo`].
@@ -518,7 +611,7 @@ impl Database {
         match self.iter_catalog() {
             Ok(entries) => {
                 for (name, v) in entries {
-                    match decode_root(&name, &v) {
+                    match decode_root(name.as_bytes(), &v) {
                         Ok(root) => tables.push((name, root)),
                         Err(e) => problems.push(format!("catalog: {e}")),
                     }
@@ -546,33 +639,6 @@ impl Database {
     /// handle become unusable for writes.
     pub fn close(self) -> Result<()> {
         self.inner.shutdown()
-    }
-}
-
-fn apply_put(e: &Engine, root: u64, key: &[u8], value: &[u8]) -> Result<()> {
-    let stored = if node::fits_inline(key.len(), value.len()) {
-        StoredValue::Inline(value.to_vec())
-    } else {
-        StoredValue::Overflow {
-            len: value.len() as u64,
-            index_pid: overflow::write(&e.pager, value)?,
-        }
-    };
-    let tree = e.tree(root);
-    if let Some(old) = tree.put(key, &stored)? {
-        tree.free_value(&old)?;
-    }
-    Ok(())
-}
-
-fn apply_delete(e: &Engine, root: u64, key: &[u8]) -> Result<bool> {
-    let tree = e.tree(root);
-    match tree.delete(key)? {
-        Some(old) => {
-            tree.free_value(&old)?;
-            Ok(true)
-        }
-        None => Ok(false),
     }
 }
 
@@ -625,27 +691,59 @@ impl Table {
         self.map_dropped(self.db.engine().tree(self.root).get(key))
     }
 
-    /// Sets `key` to `value`.
+    /// Sets `key` to `value`, with the database's default durability.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_with(key, value, self.db.inner.durability)
+    }
+
+    /// Sets `key` to `value`; returns once the write has `durability`.
+    pub fn put_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        durability: Durability,
+    ) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         check_key(key)?;
         check_value(value)?;
         let e = self.db.engine();
-        e.pager.check_writable()?;
-        e.pool.help_if_over_trigger(&e.pager);
-        let _in = e.gate.enter();
-        self.map_dropped(apply_put(e, self.root, key, value))
+        let op = [LogOp::Put {
+            table: self.name.as_bytes(),
+            key,
+            value,
+        }];
+        let stripe = e.stripes.of(self.name.as_bytes(), key);
+        self.db.commit(
+            &op,
+            Some(vec![stripe]),
+            durability,
+            |_| self.check_live(),
+            |e, ()| self.map_dropped(e.apply_put(self.root, key, value)),
+        )
     }
 
     /// Removes `key`; returns whether it was present.
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        self.delete_with(key, self.db.inner.durability)
+    }
+
+    /// Removes `key` with `durability`; returns whether it was present.
+    pub fn delete_with(&self, key: impl AsRef<[u8]>, durability: Durability) -> Result<bool> {
         let key = key.as_ref();
         check_key(key)?;
         let e = self.db.engine();
-        e.pager.check_writable()?;
-        e.pool.help_if_over_trigger(&e.pager);
-        let _in = e.gate.enter();
-        self.map_dropped(apply_delete(e, self.root, key))
+        let op = [LogOp::Delete {
+            table: self.name.as_bytes(),
+            key,
+        }];
+        let stripe = e.stripes.of(self.name.as_bytes(), key);
+        self.db.commit(
+            &op,
+            Some(vec![stripe]),
+            durability,
+            |_| self.check_live(),
+            |e, ()| self.map_dropped(e.apply_delete(self.root, key)),
+        )
     }
 
     /// Entries with keys in `range`, in key order; iterate from both ends.

@@ -1,13 +1,15 @@
-//! The engine: the pager, the buffer pool and the write gate put together,
-//! and the code that opens a data file (reads the durable checkpoint's map
-//! back and rebuilds free space from it).
+//! The engine: the pager, the buffer pool, the write gate, the key stripes
+//! and the log put together; the code that opens a database (reads the
+//! durable checkpoint's map back, rebuilds free space from it, replays the
+//! log); and the tree-level operations that commits and replay share.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::alloc::BlockAlloc;
-use crate::btree::{node, Tree};
+use crate::btree::{node, overflow, StoredValue, Tree};
 use crate::cache::{BufferPool, PoolConfig};
 use crate::checkpoint::{CheckpointCounters, Durable};
 use crate::error::{Error, Result};
@@ -17,6 +19,10 @@ use crate::meta::{self, Meta};
 use crate::page::{self, get_u64, PageKind, HEADER_SIZE, PAGE_SIZE};
 use crate::pagemap::{PageMap, CHUNK_ENTRIES, MAX_CHUNKS, NO_BLOCK};
 use crate::pager::Pager;
+use crate::stripes::Stripes;
+use crate::wal::record::LogOp;
+use crate::wal::recover::Recovered;
+use crate::wal::Wal;
 
 /// Page id of the catalog tree (table name -> root page id).
 pub(crate) const CATALOG_ROOT: u64 = 1;
@@ -31,6 +37,8 @@ pub(crate) struct Engine {
     pub(crate) ckpt: CheckpointCounters,
     /// Serialises create_table / drop_table.
     pub(crate) catalog_lock: Mutex<()>,
+    pub(crate) stripes: Stripes,
+    pub(crate) wal: Wal,
 }
 
 impl Engine {
@@ -42,8 +50,17 @@ impl Engine {
         }
     }
 
-    pub(crate) fn open(dir: &Path, fs: &dyn FileSystem, cfg: PoolConfig) -> Result<Engine> {
-        std::fs::create_dir_all(dir)?;
+    /// Opens (or creates) the database in `dir` and replays its log.
+    /// `log_segment_size` applies to a new database; an existing one keeps
+    /// the size its meta page records.
+    pub(crate) fn open(
+        dir: &Path,
+        fs: Arc<dyn FileSystem>,
+        cfg: PoolConfig,
+        log_segment_size: u64,
+    ) -> Result<(Engine, Recovered)> {
+        crate::wal::segment::check_size(log_segment_size)?;
+        fs.create_dir_all(dir)?;
         let path = dir.join(DATA_FILE);
         let file = fs.open(&path, true)?;
         let len = file.len()?;
@@ -55,12 +72,14 @@ impl Engine {
                 next_pid: CATALOG_ROOT,
                 dir_block: 0,
                 map_chunks: 0,
+                log_lsn: 0,
+                log_segment_size,
             }
             .encode(&mut buf);
             file.write_all_at(&buf, PAGE_SIZE as u64)?;
             file.sync_data()?;
             // Make the new file's directory entry durable too.
-            std::fs::File::open(dir)?.sync_all()?;
+            fs.sync_dir(dir)?;
         } else if len < 2 * PAGE_SIZE as u64 {
             return Err(Error::NotADatabase(format!(
                 "{} is {len} bytes: too short for a tidemark data file",
@@ -91,7 +110,8 @@ impl Engine {
         let alloc = BlockAlloc::new(used)
             .map_err(|blk| Error::corruption(blk, "block referenced twice in the page map"))?;
         let pager = Pager::new(file, map, alloc, m.epoch + 1, m.next_pid, free_pids);
-        let engine = Engine {
+        let wal = Wal::open(fs.clone(), dir, m.log_segment_size, m.log_lsn)?;
+        let mut engine = Engine {
             pager,
             pool: BufferPool::new(cfg),
             gate: Gate::new(),
@@ -99,9 +119,12 @@ impl Engine {
                 generation: m.generation,
                 chunk_blocks,
                 dir_blocks,
+                log_segment_size: m.log_segment_size,
             }),
             ckpt: CheckpointCounters::default(),
             catalog_lock: Mutex::new(()),
+            stripes: Stripes::new(),
+            wal,
         };
         if m.next_pid == CATALOG_ROOT {
             let pid = engine.pager.alloc_pid()?;
@@ -113,8 +136,120 @@ impl Engine {
         } else if engine.pager.map.block(CATALOG_ROOT) == NO_BLOCK {
             return Err(Error::corruption(CATALOG_ROOT, "catalog root has no block"));
         }
-        Ok(engine)
+        let found = engine.wal.replay(&mut |ops| engine.apply_logged(ops))?;
+        engine.wal.restart(&found)?;
+        Ok((engine, found))
     }
+
+    /// Root page of table `name`, if it exists.
+    pub(crate) fn lookup_root(&self, name: &[u8]) -> Result<Option<u64>> {
+        match self.tree(CATALOG_ROOT).get(name)? {
+            Some(v) => Ok(Some(decode_root(name, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Creates table `name` (absent) and returns its root. Inside the gate.
+    pub(crate) fn create_root(&self, name: &[u8]) -> Result<u64> {
+        let root = self.pager.alloc_pid()?;
+        let mut w = self.pool.new_page(&self.pager, root)?;
+        node::init_leaf(w.bytes_mut()?, root);
+        drop(w);
+        self.tree(CATALOG_ROOT)
+            .put(name, &StoredValue::Inline(root.to_le_bytes().to_vec()))?;
+        Ok(root)
+    }
+
+    /// Removes table `name` (rooted at `root`) and frees its pages. Inside
+    /// the gate.
+    pub(crate) fn drop_root(&self, name: &[u8], root: u64) -> Result<()> {
+        let mut pages = Vec::new();
+        self.tree(root).for_each_page(&mut |p| {
+            pages.push(p);
+            Ok(())
+        })?;
+        self.tree(CATALOG_ROOT).delete(name)?;
+        for p in pages {
+            self.pool.discard(&self.pager, p)?;
+            self.pager.free_pid(p);
+        }
+        Ok(())
+    }
+
+    /// Sets `key` to `value` in the tree rooted at `root`. Inside the gate.
+    pub(crate) fn apply_put(&self, root: u64, key: &[u8], value: &[u8]) -> Result<()> {
+        let stored = if node::fits_inline(key.len(), value.len()) {
+            StoredValue::Inline(value.to_vec())
+        } else {
+            StoredValue::Overflow {
+                len: value.len() as u64,
+                index_pid: overflow::write(&self.pager, value)?,
+            }
+        };
+        let tree = self.tree(root);
+        if let Some(old) = tree.put(key, &stored)? {
+            tree.free_value(&old)?;
+        }
+        Ok(())
+    }
+
+    /// Removes `key` from the tree rooted at `root`; whether it was there.
+    pub(crate) fn apply_delete(&self, root: u64, key: &[u8]) -> Result<bool> {
+        let tree = self.tree(root);
+        match tree.delete(key)? {
+            Some(old) => {
+                tree.free_value(&old)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Applies one replayed batch. Operations on a table that no longer
+    /// exists are skipped: the table was dropped later in the log order.
+    fn apply_logged(&self, ops: &[LogOp<'_>]) -> Result<()> {
+        let _in = self.gate.enter();
+        for op in ops {
+            match *op {
+                LogOp::Put { table, key, value } => {
+                    if let Some(root) = self.lookup_root(table)? {
+                        self.apply_put(root, key, value)?;
+                    }
+                }
+                LogOp::Delete { table, key } => {
+                    if let Some(root) = self.lookup_root(table)? {
+                        self.apply_delete(root, key)?;
+                    }
+                }
+                LogOp::CreateTable { table } => {
+                    if self.lookup_root(table)?.is_none() {
+                        self.create_root(table)?;
+                    }
+                }
+                LogOp::DropTable { table } => {
+                    if let Some(root) = self.lookup_root(table)? {
+                        self.drop_root(table, root)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decodes a catalog value (a root page id).
+pub(crate) fn decode_root(name: &[u8], v: &[u8]) -> Result<u64> {
+    let b: [u8; 8] = v.try_into().map_err(|_| {
+        Error::corruption(
+            CATALOG_ROOT,
+            format!(
+                "catalog entry for {:?} is {} bytes",
+                String::from_utf8_lossy(name),
+                v.len()
+            ),
+        )
+    })?;
+    Ok(u64::from_le_bytes(b))
 }
 
 /// Loads the durable page map; returns (directory blocks, chunk blocks).

@@ -64,10 +64,22 @@ fn off_t(v: u64) -> io::Result<i64> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset beyond i64"))
 }
 
-/// Opens files; the database asks it for its data file.
+/// Opens, names and lists files; the database asks it for its data file
+/// and its log segments.
 pub trait FileSystem: Send + Sync + 'static {
     /// Opens `path` for reading and writing, creating it when `create`.
     fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn FileIo>>;
+    /// Creates directory `dir` and its parents if missing.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Names (not paths) of the files in `dir`.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Renames `from` to `to`, replacing `to`. Durable after
+    /// [`FileSystem::sync_dir`].
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes file `path`. Durable after [`FileSystem::sync_dir`].
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Makes the entries of `dir` (creations, renames, removals) durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 }
 
 /// The operating system's file system.
@@ -83,6 +95,27 @@ impl FileSystem for OsFileSystem {
             .truncate(false)
             .open(path)?;
         Ok(Arc::new(OsFile { file }))
+    }
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            if let Some(name) = entry?.file_name().to_str() {
+                out.push(name.to_string());
+            }
+        }
+        Ok(out)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
     }
 }
 

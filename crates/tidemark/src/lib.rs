@@ -23,7 +23,9 @@
 //! header and checksums; `meta` the double-buffered root; `pagemap` page id
 //! to block; `alloc` free space; `pager` page I/O and epochs; `cache` the
 //! buffer pool and eviction; `btree` the tree; `gate` and `checkpoint`
-//! consistent checkpoints; `db` the public API.
+//! consistent checkpoints; `wal` the write-ahead log and group commit;
+//! `stripes` the key locks that order log and tree alike; `db` the public
+//! API.
 
 #![warn(missing_docs)]
 
@@ -41,9 +43,8 @@ mod page;
 mod pagemap;
 mod pager;
 mod stats;
+mod stripes;
 mod verify;
-// Not wired into the write path yet (work in progress on this branch).
-#[allow(dead_code)]
 mod wal;
 
 pub use btree::node::MAX_KEY_SIZE;
@@ -54,3 +55,4 @@ pub use error::{Error, Result};
 pub use page::PAGE_SIZE;
 pub use stats::Stats;
 pub use verify::VerifyReport;
+pub use wal::{Durability, DEFAULT_SEGMENT_SIZE, LOG_FILE_PREFIX};

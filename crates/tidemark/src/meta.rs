@@ -15,6 +15,9 @@
 //! | 64     | 8    | next_pid       | page ids below this exist (or are free)        |
 //! | 72     | 8    | dir_block      | first map directory page, 0 = empty map        |
 //! | 80     | 4    | map_chunks     | number of map chunks the directory lists       |
+//! | 84     | 8    | log_lsn        | log position this checkpoint covers: replay    |
+//! |        |      |                | starts here                                    |
+//! | 92     | 8    | log_seg_size   | bytes per log segment file                     |
 
 use crate::error::{Error, Result};
 use crate::page::{self, get_u32, get_u64, put_u32, put_u64, PageKind, HEADER_SIZE, PAGE_SIZE};
@@ -22,7 +25,7 @@ use crate::page::{self, get_u32, get_u64, put_u32, put_u64, PageKind, HEADER_SIZ
 /// Identifies a tidemark data file.
 pub(crate) const MAGIC: [u8; 8] = *b"TIDEMRK\x01";
 /// On-disk format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 const MAGIC_OFFSET: usize = HEADER_SIZE;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
@@ -32,6 +35,8 @@ const EPOCH_OFFSET: usize = GENERATION_OFFSET + 8;
 const NEXT_PID_OFFSET: usize = EPOCH_OFFSET + 8;
 const DIR_BLOCK_OFFSET: usize = NEXT_PID_OFFSET + 8;
 const MAP_CHUNKS_OFFSET: usize = DIR_BLOCK_OFFSET + 8;
+const LOG_LSN_OFFSET: usize = MAP_CHUNKS_OFFSET + 4;
+const LOG_SEG_SIZE_OFFSET: usize = LOG_LSN_OFFSET + 8;
 
 /// The durable root of the database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +46,8 @@ pub(crate) struct Meta {
     pub(crate) next_pid: u64,
     pub(crate) dir_block: u64,
     pub(crate) map_chunks: u32,
+    pub(crate) log_lsn: u64,
+    pub(crate) log_segment_size: u64,
 }
 
 impl Meta {
@@ -55,6 +62,8 @@ impl Meta {
         put_u64(buf, NEXT_PID_OFFSET, self.next_pid);
         put_u64(buf, DIR_BLOCK_OFFSET, self.dir_block);
         put_u32(buf, MAP_CHUNKS_OFFSET, self.map_chunks);
+        put_u64(buf, LOG_LSN_OFFSET, self.log_lsn);
+        put_u64(buf, LOG_SEG_SIZE_OFFSET, self.log_segment_size);
         page::seal(buf);
     }
 
@@ -83,7 +92,15 @@ impl Meta {
             next_pid: get_u64(buf, NEXT_PID_OFFSET),
             dir_block: get_u64(buf, DIR_BLOCK_OFFSET),
             map_chunks: get_u32(buf, MAP_CHUNKS_OFFSET),
+            log_lsn: get_u64(buf, LOG_LSN_OFFSET),
+            log_segment_size: get_u64(buf, LOG_SEG_SIZE_OFFSET),
         };
+        if crate::wal::segment::check_size(m.log_segment_size).is_err() {
+            return Err(Error::corruption(
+                slot,
+                format!("log segment size {} in the meta page", m.log_segment_size),
+            ));
+        }
         if m.generation % 2 != slot {
             return Err(Error::corruption(
                 slot,
@@ -120,6 +137,8 @@ mod tests {
             next_pid: 10,
             dir_block: 4,
             map_chunks: 1,
+            log_lsn: 4096,
+            log_segment_size: 1 << 20,
         }
     }
 

@@ -58,6 +58,44 @@ pub struct Stats {
     pub file_free_bytes: u64,
     /// Bytes of blocks waiting for a checkpoint before they can be reused.
     pub file_limbo_bytes: u64,
+    /// Bytes written to the log (records and their alignment).
+    pub log_bytes_written: u64,
+    /// Log records (committed batches) written.
+    pub log_records: u64,
+    /// Groups written: each is one write call for all its records.
+    pub log_groups: u64,
+    /// Most records in one group.
+    pub log_max_group: u64,
+    /// Log fsyncs.
+    pub log_fsyncs: u64,
+    /// Time committers spent waiting for room in a group buffer, in
+    /// microseconds (summed over committers).
+    pub log_slot_wait_us: u64,
+    /// Time committers spent waiting for their group's write or fsync, in
+    /// microseconds (summed over committers).
+    pub log_sync_wait_us: u64,
+    /// Log segment files created.
+    pub log_segments_created: u64,
+    /// Log segment files recycled after a checkpoint.
+    pub log_segments_recycled: u64,
+    /// Recycling of old log segments that failed (they stay; the next
+    /// checkpoint retries).
+    pub log_recycle_errors: u64,
+    /// Stream position of the next log record.
+    pub log_position: u64,
+    /// Stream position up to which the log is durable.
+    pub log_synced: u64,
+}
+
+impl Stats {
+    /// Average records per log group, 0 when no group was written.
+    pub fn log_avg_group(&self) -> f64 {
+        if self.log_groups == 0 {
+            0.0
+        } else {
+            self.log_records as f64 / self.log_groups as f64
+        }
+    }
 }
 
 pub(crate) fn collect(e: &Engine) -> Stats {
@@ -68,6 +106,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
     let file_blocks = e.pager.file_blocks().max(a.file_blocks);
     let page = PAGE_SIZE as u64;
     let ld = |x: &std::sync::atomic::AtomicU64| x.load(Ordering::Relaxed);
+    let log = e.wal.stats();
     Stats {
         cache_size: (e.pool.cfg.frames * PAGE_SIZE) as u64,
         cache_bytes_used: e.pool.used.load(Ordering::Relaxed) as u64 * page,
@@ -93,6 +132,18 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         file_size: file_blocks * page,
         file_free_bytes: (a.free_blocks + (file_blocks - a.file_blocks)) * page,
         file_limbo_bytes: a.limbo_blocks * page,
+        log_bytes_written: log.bytes,
+        log_records: log.records,
+        log_groups: log.groups,
+        log_max_group: log.max_group,
+        log_fsyncs: log.fsyncs,
+        log_slot_wait_us: log.slot_wait_ns / 1000,
+        log_sync_wait_us: log.sync_wait_ns / 1000,
+        log_segments_created: log.segments_created,
+        log_segments_recycled: log.segments_recycled,
+        log_recycle_errors: log.recycle_errors,
+        log_position: log.position,
+        log_synced: log.synced,
     }
 }
 
@@ -125,6 +176,18 @@ impl Stats {
             ("file_size", self.file_size),
             ("file_free_bytes", self.file_free_bytes),
             ("file_limbo_bytes", self.file_limbo_bytes),
+            ("log_bytes_written", self.log_bytes_written),
+            ("log_records", self.log_records),
+            ("log_groups", self.log_groups),
+            ("log_max_group", self.log_max_group),
+            ("log_fsyncs", self.log_fsyncs),
+            ("log_slot_wait_us", self.log_slot_wait_us),
+            ("log_sync_wait_us", self.log_sync_wait_us),
+            ("log_segments_created", self.log_segments_created),
+            ("log_segments_recycled", self.log_segments_recycled),
+            ("log_recycle_errors", self.log_recycle_errors),
+            ("log_position", self.log_position),
+            ("log_synced", self.log_synced),
         ]
     }
 }

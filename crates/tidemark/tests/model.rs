@@ -1,6 +1,10 @@
 //! Random operation sequences against a `BTreeMap` model, with checkpoints,
-//! clean reopens and crashes (power loss and process kill) in between.
-//! A crash must bring back exactly the state of the last checkpoint.
+//! clean reopens and crashes (power loss and process kill) in between, and
+//! a random durability per commit. After a crash the state must be the
+//! model as of some commit (a prefix of the commit order, no holes) no
+//! earlier than the last one the crash cannot lose: for a process crash the
+//! last `Write` or `Fsync` commit, for a power loss the last `Fsync` commit
+//! (or checkpoint, or reopen).
 
 mod common;
 
@@ -9,13 +13,52 @@ use std::path::Path;
 
 use common::{dump, SimFs};
 use proptest::prelude::*;
+use tidemark::Durability;
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn durability() -> impl Strategy<Value = Durability> {
+    prop_oneof![
+        Just(Durability::None),
+        Just(Durability::Write),
+        Just(Durability::Fsync)
+    ]
+}
+
+/// States a crash may bring back: the model after each commit since the
+/// last one that kind of crash cannot lose.
+struct Survivors {
+    process: Vec<Model>,
+    power: Vec<Model>,
+}
+
+impl Survivors {
+    fn new(m: &Model) -> Self {
+        Survivors {
+            process: vec![m.clone()],
+            power: vec![m.clone()],
+        }
+    }
+    fn committed(&mut self, m: &Model, d: Durability) {
+        if d == Durability::None {
+            self.process.push(m.clone());
+        } else {
+            self.process = vec![m.clone()];
+        }
+        if d == Durability::Fsync {
+            self.power = vec![m.clone()];
+        } else {
+            self.power.push(m.clone());
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 enum Op {
-    Put(u16, usize, u8),
+    Put(u16, usize, u8, Durability),
     Delete(u16),
     Get(u16),
-    Batch(Vec<(u16, Option<usize>)>),
+    Batch(Vec<(u16, Option<usize>)>, Durability),
     Scan(u16, u16, bool),
     Checkpoint,
     Reopen,
@@ -32,10 +75,11 @@ fn value(len: usize, b: u8) -> Vec<u8> {
 fn op() -> impl Strategy<Value = Op> {
     let len = prop_oneof![8 => 0usize..64, 4 => 200usize..1500, 1 => 6000usize..40_000];
     prop_oneof![
-        30 => (0u16..1500, len.clone(), any::<u8>()).prop_map(|(k, l, b)| Op::Put(k, l, b)),
+        30 => (0u16..1500, len.clone(), any::<u8>(), durability()).prop_map(|(k, l, b, d)| Op::Put(k, l, b, d)),
         8 => (0u16..1500).prop_map(Op::Delete),
         6 => (0u16..1500).prop_map(Op::Get),
-        4 => prop::collection::vec((0u16..1500, prop::option::of(0usize..300)), 1..20).prop_map(Op::Batch),
+        4 => (prop::collection::vec((0u16..1500, prop::option::of(0usize..300)), 1..20), durability())
+            .prop_map(|(items, d)| Op::Batch(items, d)),
         3 => (0u16..1500, 0u16..1500, any::<bool>()).prop_map(|(a, b, r)| Op::Scan(a, b, r)),
         3 => Just(Op::Checkpoint),
         1 => Just(Op::Reopen),
@@ -56,20 +100,23 @@ fn run(ops: Vec<Op>) {
     let mut db = open(&fs, dir.path());
     let mut t = db.table("t").unwrap();
     db.checkpoint().unwrap();
-    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-    let mut durable = model.clone();
+    let mut model = Model::new();
+    let mut survivors = Survivors::new(&model);
     for op in ops {
         match op {
-            Op::Put(k, l, b) => {
-                t.put(key(k), value(l, b)).unwrap();
+            Op::Put(k, l, b, d) => {
+                t.put_with(key(k), value(l, b), d).unwrap();
                 model.insert(key(k), value(l, b));
+                survivors.committed(&model, d);
             }
             Op::Delete(k) => {
                 assert_eq!(t.delete(key(k)).unwrap(), model.remove(&key(k)).is_some());
+                survivors.committed(&model, db.default_durability());
             }
             Op::Get(k) => assert_eq!(t.get(key(k)).unwrap(), model.get(&key(k)).cloned()),
-            Op::Batch(items) => {
+            Op::Batch(items, d) => {
                 let mut b = tidemark::WriteBatch::new();
+                b.set_durability(d);
                 for (k, v) in items {
                     match v {
                         Some(l) => {
@@ -83,6 +130,7 @@ fn run(ops: Vec<Op>) {
                     }
                 }
                 db.write(&b).unwrap();
+                survivors.committed(&model, d);
             }
             Op::Scan(a, z, rev) => {
                 let (lo, hi) = (key(a.min(z)), key(a.max(z)));
@@ -107,13 +155,13 @@ fn run(ops: Vec<Op>) {
             }
             Op::Checkpoint => {
                 db.checkpoint().unwrap();
-                durable = model.clone();
+                survivors = Survivors::new(&model);
             }
             Op::Reopen => {
                 db.close().unwrap();
                 db = open(&fs, dir.path());
                 t = db.open_table("t").unwrap();
-                durable = model.clone();
+                survivors = Survivors::new(&model);
             }
             Op::Crash(power_loss) => {
                 let image = fs.crash_image(power_loss);
@@ -124,11 +172,30 @@ fn run(ops: Vec<Op>) {
                 fs = image;
                 db = open(&fs, dir.path());
                 t = db.open_table("t").unwrap();
-                model = durable.clone();
+                let got: Model = dump(&t).into_iter().collect();
+                let allowed = if power_loss {
+                    &survivors.power
+                } else {
+                    &survivors.process
+                };
+                assert!(
+                    allowed.contains(&got),
+                    "after a {} the state ({} keys) is none of the {} allowed (first has {} keys)",
+                    if power_loss {
+                        "power loss"
+                    } else {
+                        "process crash"
+                    },
+                    got.len(),
+                    allowed.len(),
+                    allowed[0].len()
+                );
+                model = got;
+                survivors = Survivors::new(&model);
             }
         }
     }
-    let got: BTreeMap<Vec<u8>, Vec<u8>> = dump(&t).into_iter().collect();
+    let got: Model = dump(&t).into_iter().collect();
     assert_eq!(got, model);
     let report = db.verify().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);

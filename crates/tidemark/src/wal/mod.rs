@@ -1,26 +1,204 @@
-//! The write-ahead log (in progress: framing only so far).
+//! The write-ahead log: logical redo records for every committed batch,
+//! written with group commit into recycled segment files, replayed on open
+//! from the position the last checkpoint covers.
 //!
-//! Design, as it will be built (see ARCHITECTURE.md when it lands):
+//! * [`record`]: framing (length, LSN, synced position, crc32c) and the
+//!   batch payload codec.
+//! * [`group`]: the group commit protocol (lock-free join, one leader
+//!   writes and fsyncs for everyone in its group).
+//! * [`segment`]: the segment files, their creation and recycling.
+//! * [`recover`]: replay, torn-tail cut, corruption detection.
 //!
-//! * **Stream.** One logical byte stream addressed by LSN, cut into
-//!   fixed-size, preallocated segment files in the database directory. A
-//!   record never straddles two segments: the last record of a segment is
-//!   followed by a pad record up to its end. A segment the last durable
-//!   checkpoint no longer needs is renamed to a future position and
-//!   overwritten in place, so steady-state commits never grow a file.
-//! * **Order.** A batch takes striped locks on the keys it writes, then
-//!   reserves its log space (an atomic add), applies itself to the tree and
-//!   releases the stripes: two batches writing one key reserve in the order
-//!   they apply. The reservation happens inside the write gate, so a
-//!   checkpoint cut is also a point in the log.
-//! * **Group commit.** Committers reserve space in a shared slot with one
-//!   atomic operation, copy their records in parallel, and the one that
-//!   closes the slot writes it and fsyncs it for all of them; waiters are
-//!   woken directly.
-//! * **Recovery.** Replay from the checkpoint's LSN to the first record that
-//!   does not check. Each record carries the position already durable when
-//!   it was written; a later valid record whose durable position lies past
-//!   a bad one proves the bad one was synced, which is corruption, not a
-//!   torn tail.
+//! Ordering (ARCHITECTURE.md, "Order of a write"): a batch enters the write
+//! gate, locks the key stripes it writes, reserves and fills its log
+//! record, applies itself to the tree, then releases the stripes and the
+//! gate and waits for the durability it asked for. Two batches writing one
+//! key hold its stripe in turn, so they reserve log positions in the order
+//! they apply; and a checkpoint cut, taken with the gate closed, is a point
+//! in the log: every record before it is in the checkpoint, none after.
 
+pub(crate) mod group;
 pub(crate) mod record;
+pub(crate) mod recover;
+pub(crate) mod segment;
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::io::FileSystem;
+
+use group::GroupLog;
+use record::{LogOp, HEADER, KIND_BATCH};
+use segment::Segments;
+
+/// Name prefix of log segment files in the database directory.
+pub const LOG_FILE_PREFIX: &str = "wal-";
+/// Default size of a log segment file.
+pub const DEFAULT_SEGMENT_SIZE: u64 = 16 << 20;
+/// Bytes of each group buffer (two alternate).
+const SLOT_CAPACITY: u64 = 1 << 20;
+
+/// When a commit returns, what has happened to it. Chosen per commit, with
+/// a database-wide default ([`crate::Builder::durability`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Applied in memory and queued for the log: lost if the process dies
+    /// before a later commit writes the log or a checkpoint covers it.
+    None,
+    /// Handed to the operating system: survives a crash of the process,
+    /// not of the machine.
+    #[default]
+    Write,
+    /// On stable storage (`fdatasync`): survives a crash of the machine.
+    Fsync,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(Durability::None),
+            "write" => Ok(Durability::Write),
+            "fsync" => Ok(Durability::Fsync),
+            _ => Err(crate::Error::InvalidOption(format!(
+                "durability {s:?}: expected none, write or fsync"
+            ))),
+        }
+    }
+}
+
+/// A record in the log, to wait on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ticket {
+    end: u64,
+    durability: Durability,
+}
+
+pub(crate) struct Wal {
+    pub(crate) group: GroupLog,
+    pub(crate) segs: Segments,
+    /// Where replay starts: the position the durable checkpoint covers.
+    start: u64,
+}
+
+impl Wal {
+    /// Opens the log in `dir`; records go at `start` until [`Wal::replay`]
+    /// and [`Wal::restart`] move past what is already there.
+    pub(crate) fn open(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        segment_size: u64,
+        start: u64,
+    ) -> Result<Wal> {
+        Ok(Wal {
+            group: GroupLog::new(start, SLOT_CAPACITY),
+            segs: Segments::open(fs, dir, segment_size)?,
+            start,
+        })
+    }
+
+    /// Replays every record from the start position through `apply`.
+    pub(crate) fn replay(
+        &self,
+        apply: &mut dyn FnMut(&[LogOp<'_>]) -> Result<()>,
+    ) -> Result<recover::Recovered> {
+        recover::replay(&self.segs, self.start, apply)
+    }
+
+    /// After [`Wal::replay`]: erases leftovers past the end and appends
+    /// after the last record replayed.
+    pub(crate) fn restart(&mut self, found: &recover::Recovered) -> Result<()> {
+        for &q in &found.stale {
+            self.segs.erase_header(q)?;
+        }
+        self.group = GroupLog::new(found.end, SLOT_CAPACITY);
+        self.start = found.end;
+        Ok(())
+    }
+
+    /// Appends one batch record. Called inside the write gate with the
+    /// batch's key stripes held; returns what to wait on after releasing
+    /// them.
+    pub(crate) fn append(&self, ops: &[LogOp<'_>], durability: Durability) -> Result<Ticket> {
+        let plen = record::payload_len(ops);
+        let len = record::stream_len(plen);
+        let r = self.group.reserve(len, &self.segs)?;
+        let synced = self.group.synced().min(r.pos);
+        self.group.with_bytes(&r, |b| {
+            let (rec, pad) = b.split_at_mut(HEADER + plen);
+            record::encode_payload(ops, &mut rec[HEADER..]);
+            record::seal(rec, r.pos, synced, KIND_BATCH);
+            pad.fill(0);
+        });
+        let end = r.end();
+        self.group.release(r, durability == Durability::Fsync);
+        Ok(Ticket { end, durability })
+    }
+
+    /// Returns once the record of `t` has the durability it asked for.
+    pub(crate) fn wait(&self, t: Ticket) -> Result<()> {
+        match t.durability {
+            Durability::None => Ok(()),
+            Durability::Write => self.group.wait(t.end, false, &self.segs),
+            Durability::Fsync => self.group.wait(t.end, true, &self.segs),
+        }
+    }
+
+    /// Stream position of the next record (exact with the write gate closed).
+    pub(crate) fn position(&self) -> u64 {
+        self.group.position()
+    }
+
+    /// After a checkpoint covering everything before `covered` is durable:
+    /// lets the segments before it go. A failure leaves them in place for
+    /// the next checkpoint and is counted in the stats.
+    pub(crate) fn checkpoint_done(&self, covered: u64) {
+        if self
+            .segs
+            .recycle(covered.min(self.group.written()))
+            .is_err()
+        {
+            self.segs
+                .counters
+                .recycle_errors
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Figures for [`crate::Stats`].
+    pub(crate) fn stats(&self) -> LogStats {
+        let c = &self.group.counters;
+        LogStats {
+            bytes: c.bytes.load(Ordering::Relaxed),
+            records: c.records.load(Ordering::Relaxed),
+            groups: c.groups.load(Ordering::Relaxed),
+            max_group: c.max_group.load(Ordering::Relaxed),
+            fsyncs: c.fsyncs.load(Ordering::Relaxed),
+            slot_wait_ns: c.slot_wait_ns.load(Ordering::Relaxed),
+            sync_wait_ns: c.sync_wait_ns.load(Ordering::Relaxed),
+            segments_created: self.segs.counters.created.load(Ordering::Relaxed),
+            segments_recycled: self.segs.counters.recycled.load(Ordering::Relaxed),
+            recycle_errors: self.segs.counters.recycle_errors.load(Ordering::Relaxed),
+            position: self.group.position(),
+            synced: self.group.synced(),
+        }
+    }
+}
+
+pub(crate) struct LogStats {
+    pub(crate) bytes: u64,
+    pub(crate) records: u64,
+    pub(crate) groups: u64,
+    pub(crate) max_group: u64,
+    pub(crate) fsyncs: u64,
+    pub(crate) slot_wait_ns: u64,
+    pub(crate) sync_wait_ns: u64,
+    pub(crate) segments_created: u64,
+    pub(crate) segments_recycled: u64,
+    pub(crate) recycle_errors: u64,
+    pub(crate) position: u64,
+    pub(crate) synced: u64,
+}

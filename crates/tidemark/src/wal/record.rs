@@ -10,10 +10,14 @@
 //! 8   lsn     u64  stream position of this header
 //! 16  synced  u64  stream position already durable when the record's
 //!                  group was written: everything before it was fsynced
-//! 24  kind    u8   KIND_BATCH or KIND_PAD
+//! 24  kind    u8   KIND_BATCH
 //! 25  zero    7 bytes
-//! 32  payload
+//! 32  payload, then zeros up to the next multiple of 8
 //! ```
+//!
+//! Records start at multiples of 8 ([`ALIGN`]), so recovery can look for
+//! records past a damaged one on a fixed grid. A record may span two
+//! segment files: the stream is one address space cut into files.
 //!
 //! The `lsn` field makes a stale record (left in a recycled segment by an
 //! earlier lap of the log) invalid where a newer one is expected, and the
@@ -24,8 +28,10 @@
 //!
 //! ```text
 //! count u32, then per operation:
-//!   tag u8 (OP_PUT | OP_DELETE), table_len u8, table, key_len u16, key,
-//!   and for OP_PUT: value_len u32, value
+//!   tag u8, table_len u8, table, then by tag:
+//!   OP_PUT:    key_len u16, key, value_len u32, value
+//!   OP_DELETE: key_len u16, key
+//!   OP_CREATE_TABLE, OP_DROP_TABLE: nothing more
 //! ```
 
 use crate::btree::node::MAX_KEY_SIZE;
@@ -38,13 +44,21 @@ const LSN_OFFSET: usize = LEN_OFFSET + 4;
 const SYNCED_OFFSET: usize = LSN_OFFSET + 8;
 const KIND_OFFSET: usize = SYNCED_OFFSET + 8;
 
+/// Records start at multiples of this many bytes.
+pub(crate) const ALIGN: u64 = 8;
 /// A committed write batch.
 pub(crate) const KIND_BATCH: u8 = 1;
-/// Filler up to the end of a segment; its payload is ignored.
-pub(crate) const KIND_PAD: u8 = 2;
 
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
+const OP_CREATE_TABLE: u8 = 3;
+const OP_DROP_TABLE: u8 = 4;
+
+/// Bytes a record with `payload` bytes of payload takes in the stream,
+/// alignment included.
+pub(crate) fn stream_len(payload: usize) -> u64 {
+    ((HEADER + payload) as u64).next_multiple_of(ALIGN)
+}
 
 /// One logged operation, borrowed from the buffer it was decoded from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +71,12 @@ pub(crate) enum LogOp<'a> {
     Delete {
         table: &'a [u8],
         key: &'a [u8],
+    },
+    CreateTable {
+        table: &'a [u8],
+    },
+    DropTable {
+        table: &'a [u8],
     },
 }
 
@@ -78,6 +98,7 @@ pub(crate) fn payload_len(ops: &[LogOp<'_>]) -> usize {
                 1 + 1 + table.len() + 2 + key.len() + 4 + value.len()
             }
             LogOp::Delete { table, key } => 1 + 1 + table.len() + 2 + key.len(),
+            LogOp::CreateTable { table } | LogOp::DropTable { table } => 1 + 1 + table.len(),
         })
         .sum::<usize>()
 }
@@ -91,14 +112,19 @@ pub(crate) fn encode_payload(ops: &[LogOp<'_>], out: &mut [u8]) {
     w.bytes(&(ops.len() as u32).to_le_bytes());
     for op in ops {
         let (tag, table, key) = match op {
-            LogOp::Put { table, key, .. } => (OP_PUT, table, key),
-            LogOp::Delete { table, key } => (OP_DELETE, table, key),
+            LogOp::Put { table, key, .. } => (OP_PUT, table, Some(key)),
+            LogOp::Delete { table, key } => (OP_DELETE, table, Some(key)),
+            LogOp::CreateTable { table } => (OP_CREATE_TABLE, table, None),
+            LogOp::DropTable { table } => (OP_DROP_TABLE, table, None),
         };
-        debug_assert!(table.len() <= u8::MAX as usize && key.len() <= MAX_KEY_SIZE);
+        debug_assert!(table.len() <= u8::MAX as usize);
         w.bytes(&[tag, table.len() as u8]);
         w.bytes(table);
-        w.bytes(&(key.len() as u16).to_le_bytes());
-        w.bytes(key);
+        if let Some(key) = key {
+            debug_assert!(key.len() <= MAX_KEY_SIZE);
+            w.bytes(&(key.len() as u16).to_le_bytes());
+            w.bytes(key);
+        }
         if let LogOp::Put { value, .. } = op {
             w.bytes(&(value.len() as u32).to_le_bytes());
             w.bytes(value);
@@ -119,10 +145,10 @@ impl Writer<'_> {
     }
 }
 
-/// Fills in the header of the record occupying `rec` (header and payload,
-/// payload already written) and seals it with its checksum.
+/// Fills in the header of the record whose header and payload (already
+/// written) are `rec`, and seals it with its checksum.
 pub(crate) fn seal(rec: &mut [u8], lsn: u64, synced: u64, kind: u8) {
-    debug_assert!(rec.len() >= HEADER);
+    debug_assert!(rec.len() >= HEADER && lsn % ALIGN == 0);
     let len = (rec.len() - HEADER) as u32;
     rec[LEN_OFFSET..LSN_OFFSET].copy_from_slice(&len.to_le_bytes());
     rec[LSN_OFFSET..SYNCED_OFFSET].copy_from_slice(&lsn.to_le_bytes());
@@ -181,7 +207,7 @@ pub(crate) fn check(buf: &[u8], lsn: u64) -> Result<(Header, usize), Invalid> {
     if h.lsn != lsn {
         return Err(Invalid::WrongLsn(h.lsn));
     }
-    if h.kind != KIND_BATCH && h.kind != KIND_PAD {
+    if h.kind != KIND_BATCH {
         return Err(Invalid::Malformed("unknown record kind"));
     }
     if h.synced > lsn {
@@ -195,13 +221,24 @@ pub(crate) fn check(buf: &[u8], lsn: u64) -> Result<(Header, usize), Invalid> {
 pub(crate) fn decode_payload(p: &[u8]) -> Result<Vec<LogOp<'_>>, &'static str> {
     let mut r = Reader { p, at: 0 };
     let count = r.u32()?;
-    // Every operation takes at least 4 bytes, which bounds the allocation
+    // Every operation takes at least 2 bytes, which bounds the allocation
     // whatever the (checksummed, but possibly buggy) count says.
-    let mut ops = Vec::with_capacity((count as usize).min(p.len() / 4));
+    let mut ops = Vec::with_capacity((count as usize).min(p.len() / 2));
     for _ in 0..count {
         let tag = r.take(1)?[0];
         let tlen = r.take(1)?[0] as usize;
         let table = r.take(tlen)?;
+        match tag {
+            OP_CREATE_TABLE => {
+                ops.push(LogOp::CreateTable { table });
+                continue;
+            }
+            OP_DROP_TABLE => {
+                ops.push(LogOp::DropTable { table });
+                continue;
+            }
+            _ => {}
+        }
         let klen = u16::from_le_bytes(r.take(2)?.try_into().map_err(|_| "short")?) as usize;
         if klen > MAX_KEY_SIZE {
             return Err("key longer than the key limit");
@@ -274,6 +311,8 @@ mod tests {
                 key: &[0xFF; 4096],
                 value: &[],
             },
+            LogOp::CreateTable { table: b"new" },
+            LogOp::DropTable { table: b"old" },
         ]
     }
 

@@ -29,6 +29,8 @@ pub struct Control {
     pub limit: AtomicU64,
     /// Set once the limit was reached.
     pub crashed: AtomicBool,
+    /// While set, every fsync fails (and syncs nothing).
+    pub fail_sync: AtomicBool,
 }
 
 impl Control {
@@ -72,6 +74,9 @@ impl FileIo for SimFile {
         Ok(())
     }
     fn sync_data(&self) -> io::Result<()> {
+        if self.fs.fail_sync.load(Ordering::SeqCst) {
+            return Err(io::Error::other("simulated fsync failure"));
+        }
         if self.fs.crashed.load(Ordering::SeqCst) {
             return Err(io::Error::other("simulated crash: fsync failed"));
         }
@@ -94,10 +99,14 @@ impl FileIo for SimFile {
     }
 }
 
-/// In-memory file system of [`SimFile`]s.
+/// In-memory file system of [`SimFile`]s. Directory entries are modelled
+/// too: a creation, rename or removal survives a power loss only once its
+/// directory was synced.
 #[derive(Clone, Default)]
 pub struct SimFs {
     files: Arc<Mutex<HashMap<PathBuf, Arc<SimFile>>>>,
+    /// The directory entries as of the last `sync_dir` of each directory.
+    durable_names: Arc<Mutex<HashMap<PathBuf, Arc<SimFile>>>>,
     pub control: Arc<Control>,
 }
 
@@ -112,7 +121,12 @@ impl SimFs {
     /// the synced bytes (`power_loss`) or everything the OS had (process crash).
     pub fn crash_image(&self, power_loss: bool) -> SimFs {
         let out = SimFs::new();
-        for (p, f) in self.files.lock().iter() {
+        let names = if power_loss {
+            self.durable_names.lock().clone()
+        } else {
+            self.files.lock().clone()
+        };
+        for (p, f) in names.iter() {
             let bytes = if power_loss {
                 f.durable.lock().clone()
             } else {
@@ -123,9 +137,20 @@ impl SimFs {
                 durable: Mutex::new(bytes),
                 fs: out.control.clone(),
             };
-            out.files.lock().insert(p.clone(), Arc::new(nf));
+            let nf = Arc::new(nf);
+            out.files.lock().insert(p.clone(), nf.clone());
+            out.durable_names.lock().insert(p.clone(), nf);
         }
         out
+    }
+
+    /// Number of files in `dir` whose name starts with `prefix`.
+    pub fn list_prefix(&self, dir: &Path, prefix: &str) -> usize {
+        self.list(dir)
+            .unwrap()
+            .iter()
+            .filter(|n| n.starts_with(prefix))
+            .count()
     }
 
     /// Direct access to a file's live bytes (corruption tests).
@@ -153,13 +178,55 @@ impl FileSystem for SimFs {
         files.insert(path.to_path_buf(), f.clone());
         Ok(f)
     }
+    fn create_dir_all(&self, _dir: &Path) -> io::Result<()> {
+        Ok(())
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        Ok(self
+            .files
+            .lock()
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name()?.to_str().map(String::from))
+            .collect())
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.control.allow()?;
+        let mut files = self.files.lock();
+        let f = files
+            .remove(from)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))?;
+        files.insert(to.to_path_buf(), f);
+        Ok(())
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.control.allow()?;
+        self.files
+            .lock()
+            .remove(path)
+            .map(|_| ())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        if self.control.crashed.load(Ordering::SeqCst) {
+            return Err(io::Error::other("simulated crash: fsync failed"));
+        }
+        let files = self.files.lock();
+        let mut durable = self.durable_names.lock();
+        durable.retain(|p, _| p.parent() != Some(dir));
+        for (p, f) in files.iter().filter(|(p, _)| p.parent() == Some(dir)) {
+            durable.insert(p.clone(), f.clone());
+        }
+        Ok(())
+    }
 }
 
-/// A builder with a small cache and no background checkpoints, so tests
-/// decide when checkpoints happen.
+/// A builder with a small cache, small log segments and no background
+/// checkpoints, so tests decide when checkpoints happen.
 pub fn small_builder() -> tidemark::Builder {
     tidemark::Builder::new()
         .cache_size(1 << 20)
+        .log_segment_size(64 << 10)
         .checkpoint_interval(None)
 }
 
