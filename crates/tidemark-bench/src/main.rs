@@ -8,6 +8,7 @@ mod cache_pressure;
 mod checkpoint;
 mod read_after_checkpoint;
 mod report;
+mod wal_scaling;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -62,6 +63,12 @@ enum Cmd {
         #[arg(long, default_value_t = 2)]
         threads: usize,
     },
+    /// Group commit scaling, 1..64 threads, Write and Fsync, against SQLite (pathology 4).
+    WalScaling {
+        /// Thread counts to measure (targets need 1 and 64 in the list).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
+        threads: Vec<usize>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -94,6 +101,12 @@ fn main() -> ExitCode {
                 threads,
             })
         }
+        Cmd::WalScaling { threads } => wal_scaling::run(&wal_scaling::Args {
+            threads,
+            quick: cli.quick,
+            json: cli.json,
+            dir: cli.dir,
+        }),
     };
     match r {
         // The exit status reports whether every target held.

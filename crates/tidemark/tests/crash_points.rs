@@ -43,9 +43,9 @@ fn workload(fs: &SimFs, dir: &std::path::Path) -> Run {
         return run;
     };
     // Runs one commit: `change` is what it does to the model.
-    let mut commit = |run: &mut Run,
-                      change: &dyn Fn(&mut Model),
-                      op: &dyn Fn() -> tidemark::Result<()>|
+    let commit = |run: &mut Run,
+                  change: &dyn Fn(&mut Model),
+                  op: &dyn Fn() -> tidemark::Result<()>|
      -> bool {
         let mut next = run.acked.clone();
         change(&mut next);

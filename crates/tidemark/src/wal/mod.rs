@@ -74,6 +74,7 @@ impl std::str::FromStr for Durability {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ticket {
     end: u64,
+    slot: usize,
     durability: Durability,
 }
 
@@ -133,17 +134,21 @@ impl Wal {
             record::seal(rec, r.pos, synced, KIND_BATCH);
             pad.fill(0);
         });
-        let end = r.end();
+        let (end, slot) = (r.end(), r.slot());
         self.group.release(r, durability == Durability::Fsync);
-        Ok(Ticket { end, durability })
+        Ok(Ticket {
+            end,
+            slot,
+            durability,
+        })
     }
 
     /// Returns once the record of `t` has the durability it asked for.
     pub(crate) fn wait(&self, t: Ticket) -> Result<()> {
         match t.durability {
             Durability::None => Ok(()),
-            Durability::Write => self.group.wait(t.end, false, &self.segs),
-            Durability::Fsync => self.group.wait(t.end, true, &self.segs),
+            Durability::Write => self.group.wait(t.end, t.slot, false, &self.segs),
+            Durability::Fsync => self.group.wait(t.end, t.slot, true, &self.segs),
         }
     }
 

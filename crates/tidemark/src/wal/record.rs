@@ -148,7 +148,7 @@ impl Writer<'_> {
 /// Fills in the header of the record whose header and payload (already
 /// written) are `rec`, and seals it with its checksum.
 pub(crate) fn seal(rec: &mut [u8], lsn: u64, synced: u64, kind: u8) {
-    debug_assert!(rec.len() >= HEADER && lsn % ALIGN == 0);
+    debug_assert!(rec.len() >= HEADER && lsn.is_multiple_of(ALIGN));
     let len = (rec.len() - HEADER) as u32;
     rec[LEN_OFFSET..LSN_OFFSET].copy_from_slice(&len.to_le_bytes());
     rec[LSN_OFFSET..SYNCED_OFFSET].copy_from_slice(&lsn.to_le_bytes());

@@ -223,7 +223,7 @@ impl super::group::Sink for Segments {
 
 /// Checks a segment size chosen for a new database.
 pub(crate) fn check_size(size: u64) -> Result<()> {
-    if size < 4096 || size % 4096 != 0 || size > 1 << 34 {
+    if size < 4096 || !size.is_multiple_of(4096) || size > 1 << 34 {
         return Err(Error::InvalidOption(format!(
             "log_segment_size {size} must be a multiple of 4096 between 4 KiB and 16 GiB"
         )));

@@ -1,0 +1,303 @@
+//! Pathology 4 (seed 003, WT-1989): log group commit must scale with
+//! threads. N threads commit tiny (~100-byte) records for a fixed time, for
+//! N = 1..64: once with durability `Write` in batches of 10, once with
+//! `Fsync` and one record per commit. Commits overwrite random keys of a
+//! table prefilled with [`KEYS`] keys (about 25 MB, cached), so every point
+//! measures the same steady state; with a growing table, later (larger N)
+//! points would pay for a bigger tree and look like negative scaling. Printed per N: commits/s and commits
+//! per fsync. SQLite in WAL mode (one connection per thread, as its
+//! documentation recommends for concurrent writers, `BEGIN IMMEDIATE` and a
+//! busy timeout) runs the same work in the same run; `synchronous=OFF`
+//! stands for `Write` (handed to the OS), `synchronous=FULL` for `Fsync`.
+//! RocksDB is not built here: its C++ takes over 30 minutes on these 2
+//! cores, so the fallback (SQLite) is used.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use tidemark::{Database, Durability, WriteBatch};
+
+use crate::report::{self, Target};
+use crate::BoxResult;
+
+pub struct Args {
+    pub threads: Vec<usize>,
+    pub quick: bool,
+    pub json: bool,
+    pub dir: std::path::PathBuf,
+}
+
+const VALUE: usize = 100;
+/// Keys in the table; commits overwrite random ones.
+const KEYS: u64 = 200_000;
+/// Records per commit in the `Write` mode.
+const BATCH: usize = 10;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Write,
+    Fsync,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Write => "write",
+            Mode::Fsync => "fsync",
+        }
+    }
+    fn per_commit(self) -> usize {
+        match self {
+            Mode::Write => BATCH,
+            Mode::Fsync => 1,
+        }
+    }
+}
+
+struct Point {
+    threads: usize,
+    /// Records committed per second.
+    ops: f64,
+    /// Commits per second.
+    commits: f64,
+    /// Commits per log fsync (tidemark only).
+    per_fsync: Option<f64>,
+}
+
+/// Runs `commit` from `n` threads for `dur`; returns commits done.
+fn drive<F>(n: usize, dur: Duration, commit: F) -> BoxResult<u64>
+where
+    F: Fn(usize, &mut rand::rngs::SmallRng) -> BoxResult<()> + Send + Sync + 'static,
+{
+    let commit = Arc::new(commit);
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let hs: Vec<_> = (0..n)
+        .map(|i| {
+            let (commit, stop, done) = (commit.clone(), stop.clone(), done.clone());
+            std::thread::spawn(move || -> BoxResult<()> {
+                let mut rng = rand::rngs::SmallRng::seed_from_u64(i as u64 * 7919 + 1);
+                while !stop.load(Ordering::Relaxed) {
+                    commit(i, &mut rng)?;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    std::thread::sleep(dur);
+    stop.store(true, Ordering::Relaxed);
+    for h in hs {
+        h.join()
+            .map_err(|_| crate::msg("writer thread panicked"))??;
+    }
+    Ok(done.load(Ordering::Relaxed))
+}
+
+fn tidemark_curve(a: &Args, mode: Mode, dur: Duration) -> BoxResult<Vec<Point>> {
+    let dir = tempfile::Builder::new()
+        .prefix("tidemark-wal-")
+        .tempdir_in(&a.dir)?;
+    let db = Database::builder().cache_size(256 << 20).open(dir.path())?;
+    db.table("t")?;
+    for chunk in 0..KEYS / 1000 {
+        let mut b = WriteBatch::new();
+        b.set_durability(Durability::None);
+        for k in chunk * 1000..(chunk + 1) * 1000 {
+            b.put("t", k.to_be_bytes(), [k as u8; VALUE]);
+        }
+        db.write(&b)?;
+    }
+    db.checkpoint()?;
+    let durability = match mode {
+        Mode::Write => Durability::Write,
+        Mode::Fsync => Durability::Fsync,
+    };
+    let mut out = Vec::new();
+    for &n in &a.threads {
+        let s0 = db.stats();
+        let dbc = db.clone();
+        let t0 = Instant::now();
+        let commits = drive(n, dur, move |_, rng| {
+            let mut b = WriteBatch::new();
+            b.set_durability(durability);
+            for _ in 0..mode.per_commit() {
+                let k: u64 = rng.gen_range(0..KEYS);
+                b.put("t", k.to_be_bytes(), [k as u8; VALUE]);
+            }
+            dbc.write(&b)?;
+            Ok(())
+        })?;
+        let secs = t0.elapsed().as_secs_f64();
+        let s1 = db.stats();
+        let fsyncs = s1.log_fsyncs - s0.log_fsyncs;
+        let records = s1.log_records - s0.log_records;
+        out.push(Point {
+            threads: n,
+            ops: (commits * mode.per_commit() as u64) as f64 / secs,
+            commits: commits as f64 / secs,
+            per_fsync: (mode == Mode::Fsync && fsyncs > 0).then(|| records as f64 / fsyncs as f64),
+        });
+    }
+    db.close()?;
+    Ok(out)
+}
+
+fn sqlite_curve(a: &Args, mode: Mode, dur: Duration) -> BoxResult<Vec<Point>> {
+    let dir = tempfile::Builder::new()
+        .prefix("sqlite-wal-")
+        .tempdir_in(&a.dir)?;
+    let path = dir.path().join("db.sqlite");
+    let sync = match mode {
+        Mode::Write => "OFF",
+        Mode::Fsync => "FULL",
+    };
+    let setup = rusqlite::Connection::open(&path)?;
+    setup.pragma_update(None, "journal_mode", "WAL")?;
+    setup.execute(
+        "CREATE TABLE IF NOT EXISTS t (k BLOB PRIMARY KEY, v BLOB)",
+        [],
+    )?;
+    {
+        let mut c = rusqlite::Connection::open(&path)?;
+        let tx = c.transaction()?;
+        for k in 0..KEYS {
+            tx.execute(
+                "INSERT OR REPLACE INTO t (k, v) VALUES (?1, ?2)",
+                rusqlite::params![&k.to_be_bytes()[..], &[k as u8; VALUE][..]],
+            )?;
+        }
+        tx.commit()?;
+    }
+    let mut out = Vec::new();
+    for &n in &a.threads {
+        let conns: Vec<std::sync::Mutex<rusqlite::Connection>> = (0..n)
+            .map(|_| -> BoxResult<_> {
+                let c = rusqlite::Connection::open(&path)?;
+                c.pragma_update(None, "synchronous", sync)?;
+                c.busy_timeout(Duration::from_secs(30))?;
+                Ok(std::sync::Mutex::new(c))
+            })
+            .collect::<BoxResult<_>>()?;
+        let conns = Arc::new(conns);
+        let t0 = Instant::now();
+        let commits = drive(n, dur, move |i, rng| {
+            // Each thread uses only its own connection.
+            let mut c = conns[i].lock().map_err(|_| crate::msg("poisoned"))?;
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            for _ in 0..mode.per_commit() {
+                let k: u64 = rng.gen_range(0..KEYS);
+                tx.execute(
+                    "INSERT OR REPLACE INTO t (k, v) VALUES (?1, ?2)",
+                    rusqlite::params![&k.to_be_bytes()[..], &[k as u8; VALUE][..]],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })?;
+        let secs = t0.elapsed().as_secs_f64();
+        out.push(Point {
+            threads: n,
+            ops: (commits * mode.per_commit() as u64) as f64 / secs,
+            commits: commits as f64 / secs,
+            per_fsync: None,
+        });
+    }
+    Ok(out)
+}
+
+fn curve_json(c: &[Point]) -> serde_json::Value {
+    c.iter()
+        .map(|p| json!({"threads": p.threads, "ops_per_s": p.ops.round(), "commits_per_s": p.commits.round(), "commits_per_fsync": p.per_fsync}))
+        .collect()
+}
+
+pub fn run(a: &Args) -> BoxResult<bool> {
+    let dur = Duration::from_millis(if a.quick { 1000 } else { 4000 });
+    let machine = report::machine(&a.dir);
+    let mut figures = json!({"seconds_per_point": dur.as_secs_f64(), "value_bytes": VALUE, "write_batch": BATCH, "keys": KEYS, "peer": "sqlite (WAL mode)"});
+    let mut targets = Vec::new();
+    for mode in [Mode::Write, Mode::Fsync] {
+        let tm = tidemark_curve(a, mode, dur)?;
+        let sq = sqlite_curve(a, mode, dur)?;
+        if !a.json {
+            println!(
+                "\ndurability {} ({} record(s) of {VALUE} B per commit, {:.0} s per point)",
+                mode.name(),
+                mode.per_commit(),
+                dur.as_secs_f64()
+            );
+            println!(
+                "{:>8} {:>16} {:>16} {:>14} {:>16} {:>16} {:>10}",
+                "threads",
+                "tidemark ops/s",
+                "commits/s",
+                "commits/fsync",
+                "sqlite ops/s",
+                "commits/s",
+                "tm/sqlite"
+            );
+            for (t, s) in tm.iter().zip(&sq) {
+                println!(
+                    "{:>8} {:>16.0} {:>16.0} {:>14} {:>16.0} {:>16.0} {:>10.2}",
+                    t.threads,
+                    t.ops,
+                    t.commits,
+                    t.per_fsync.map_or("-".into(), |x| format!("{x:.1}")),
+                    s.ops,
+                    s.commits,
+                    t.ops / s.ops.max(1e-9)
+                );
+            }
+        }
+        let at =
+            |c: &[Point], n: usize| c.iter().find(|p| p.threads == n).map_or(0.0, |p| p.commits);
+        let at64 = |c: &[Point]| at(c, 64);
+        // A target whose thread counts were not measured is reported as
+        // not holding (NaN compares false), never as met.
+        let has = |ns: &[usize]| ns.iter().all(|n| a.threads.contains(n));
+        let at1 = |c: &[Point]| at(c, 1);
+        let best = |c: &[Point]| c.iter().map(|p| p.ops).fold(0.0, f64::max);
+        match mode {
+            Mode::Write => {
+                let r = if has(&[64]) {
+                    at64(&tm) * BATCH as f64 / best(&tm).max(1e-9)
+                } else {
+                    f64::NAN
+                };
+                targets.push(Target::at_least(
+                    "write: ops/s at 64 threads / best N",
+                    r,
+                    0.9,
+                ));
+                figures["write_sqlite_64_over_best"] =
+                    json!(at64(&sq) * BATCH as f64 / best(&sq).max(1e-9));
+            }
+            Mode::Fsync => {
+                let r = if has(&[1, 64]) {
+                    at64(&tm) / at1(&tm).max(1e-9)
+                } else {
+                    f64::NAN
+                };
+                targets.push(Target::at_least(
+                    "fsync: commits/s at 64 threads / at 1",
+                    r,
+                    20.0,
+                ));
+                figures["fsync_sqlite_64_over_1"] = json!(at64(&sq) / at1(&sq).max(1e-9));
+            }
+        }
+        figures[format!("{}_tidemark", mode.name())] = curve_json(&tm);
+        figures[format!("{}_sqlite", mode.name())] = curve_json(&sq);
+    }
+    Ok(report::finish(
+        a.json,
+        "wal-scaling",
+        machine,
+        figures,
+        &targets,
+    ))
+}
