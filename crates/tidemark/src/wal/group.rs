@@ -29,14 +29,20 @@
 use crate::error::{Error, Result};
 
 #[cfg(loom)]
-use loom::sync::{
-    atomic::{AtomicBool, AtomicU64, Ordering},
-    Condvar, Mutex, MutexGuard,
+use loom::{
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Condvar, Mutex, MutexGuard,
+    },
+    thread::{self, Thread},
 };
 #[cfg(not(loom))]
-use std::sync::{
-    atomic::{AtomicBool, AtomicU64, Ordering},
-    Condvar, Mutex, MutexGuard,
+use std::{
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Condvar, Mutex, MutexGuard,
+    },
+    thread::{self, Thread},
 };
 
 const OFFSET_BITS: u32 = 32;
@@ -104,6 +110,14 @@ struct Slot {
 struct Ctl {
     leader: bool,
     failed: Option<String>,
+    /// Committers parked until the group of slot `i` is written.
+    parked: [Vec<Parked>; 2],
+}
+
+/// A committer asleep until the stream up to `end` is written.
+struct Parked {
+    thread: Thread,
+    end: u64,
 }
 
 pub(crate) struct GroupLog {
@@ -117,10 +131,10 @@ pub(crate) struct GroupLog {
     big: AtomicU64,
     default_cap: u64,
     ctl: Mutex<Ctl>,
+    /// Mirror of `ctl.failed.is_some()`, for waiters' lock-free checks.
+    failed: AtomicBool,
     /// Joiners waiting for an install, the leader waiting for joiners.
     cv: Condvar,
-    /// Committers waiting for the group of slot `i` to be written.
-    members: [Condvar; 2],
     pub(crate) counters: GroupCounters,
 }
 
@@ -178,9 +192,10 @@ impl GroupLog {
             ctl: Mutex::new(Ctl {
                 leader: false,
                 failed: None,
+                parked: [Vec::new(), Vec::new()],
             }),
+            failed: AtomicBool::new(false),
             cv: Condvar::new(),
-            members: [Condvar::new(), Condvar::new()],
             counters: GroupCounters::default(),
         }
     }
@@ -233,13 +248,7 @@ impl GroupLog {
                 }
                 // Get this group written so the next slot opens.
                 let end = slot.base.load(Ordering::Acquire) + off;
-                self.wait_for(
-                    end.max(self.written() + 1),
-                    false,
-                    sink,
-                    Some(gen),
-                    &self.cv,
-                )?;
+                self.wait_for(end.max(self.written() + 1), false, sink, Some(gen), None)?;
                 continue;
             }
             let next = st + ONE_JOINER + len;
@@ -290,29 +299,38 @@ impl GroupLog {
     /// when no one else is.
     pub(crate) fn wait(&self, end: u64, slot: usize, sync: bool, sink: &dyn Sink) -> Result<()> {
         let t = std::time::Instant::now();
-        let r = self.wait_for(end, sync, sink, None, &self.members[slot % 2]);
+        let r = self.wait_for(end, sync, sink, None, Some(slot % 2));
         self.counters
             .sync_wait_ns
             .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         r
     }
 
-    /// Waits on `cv` until `end` is written (synced if `sync`), or, when
+    /// Waits until `end` is written (synced if `sync`), or, when
     /// `until_gen` is given, until that generation is no longer active.
     ///
-    /// Wake-ups are targeted: a leader that wrote slot `s` wakes the
-    /// members of `s` (done) and one member of the other slot (the group
-    /// now forming, whose leader it becomes), not every waiting thread.
+    /// A committer of slot `member` sleeps with `thread::park` after
+    /// registering under the control lock, and checks for completion
+    /// without taking that lock when it wakes, so the members of a group
+    /// wake in parallel instead of queueing on a mutex. A leader that wrote
+    /// slot `s` unparks the members of `s` and one member of the group now
+    /// forming in the other slot, which becomes the next leader. Joiners
+    /// waiting for an install (`member` = `None`) use the condition
+    /// variable.
     fn wait_for(
         &self,
         end: u64,
         sync: bool,
         sink: &dyn Sink,
         until_gen: Option<u64>,
-        cv: &Condvar,
+        member: Option<usize>,
     ) -> Result<()> {
-        let mut g = lock(&self.ctl);
+        let reached = || if sync { self.synced() } else { self.written() };
         loop {
+            if !self.failed.load(Ordering::Acquire) && until_gen.is_none() && reached() >= end {
+                return Ok(());
+            }
+            let mut g = lock(&self.ctl);
             if let Some(why) = &g.failed {
                 return Err(Error::WritesStopped(why.clone()));
             }
@@ -321,39 +339,65 @@ impl GroupLog {
                     return Ok(());
                 }
             }
-            let reached = if sync { self.synced() } else { self.written() };
-            if reached >= end {
+            if reached() >= end {
                 return Ok(());
             }
             if !g.leader {
                 g.leader = true;
                 drop(g);
                 let r = self.lead(end, sync, sink);
-                g = lock(&self.ctl);
+                let mut g = lock(&self.ctl);
                 g.leader = false;
-                match r {
+                let (wake, next) = match &r {
+                    Ok(Some(s)) => {
+                        let s = *s;
+                        let wake = std::mem::take(&mut g.parked[s]);
+                        // One live member of the forming group leads it;
+                        // entries of committers already done are stale.
+                        let written = self.written();
+                        let mut next = None;
+                        while let Some(p) = g.parked[1 - s].pop() {
+                            if p.end > written {
+                                next = Some(p);
+                                break;
+                            }
+                        }
+                        (wake, next)
+                    }
                     Err(e) => {
                         g.failed = Some(format!("log write failed: {e}"));
-                        self.wake_everyone();
-                        return Err(e);
+                        self.failed.store(true, Ordering::Release);
+                        let mut all = std::mem::take(&mut g.parked[0]);
+                        all.append(&mut g.parked[1]);
+                        (all, None)
                     }
-                    Ok(Some(s)) => {
-                        self.cv.notify_all();
-                        self.members[s].notify_all();
-                        self.members[1 - s].notify_one();
+                    Ok(None) => {
+                        let mut all = std::mem::take(&mut g.parked[0]);
+                        all.append(&mut g.parked[1]);
+                        (all, None)
                     }
-                    Ok(None) => self.wake_everyone(),
+                };
+                self.cv.notify_all();
+                drop(g);
+                for p in wake.into_iter().chain(next) {
+                    p.thread.unpark();
                 }
+                r?;
                 continue;
             }
-            g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn wake_everyone(&self) {
-        self.cv.notify_all();
-        for m in &self.members {
-            m.notify_all();
+            match member {
+                Some(s) => {
+                    g.parked[s].push(Parked {
+                        thread: thread::current(),
+                        end,
+                    });
+                    drop(g);
+                    thread::park();
+                }
+                None => {
+                    drop(self.cv.wait(g).unwrap_or_else(|e| e.into_inner()));
+                }
+            }
         }
     }
 
@@ -444,7 +488,14 @@ impl GroupLog {
     pub(crate) fn fail(&self, why: &str) {
         let mut g = lock(&self.ctl);
         g.failed.get_or_insert_with(|| why.to_string());
-        self.wake_everyone();
+        self.failed.store(true, Ordering::Release);
+        self.cv.notify_all();
+        let mut all = std::mem::take(&mut g.parked[0]);
+        all.append(&mut g.parked[1]);
+        drop(g);
+        for p in all {
+            p.thread.unpark();
+        }
     }
 }
 
