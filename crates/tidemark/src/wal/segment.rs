@@ -44,7 +44,20 @@ pub(crate) struct SegmentCounters {
     pub(crate) recycle_errors: AtomicU64,
 }
 
+/// The segment files; cheap to share with the thread that prepares the
+/// next segment ahead of the writer.
 pub(crate) struct Segments {
+    inner: Arc<Inner>,
+}
+
+impl std::ops::Deref for Segments {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+pub(crate) struct Inner {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     size: u64,
@@ -54,6 +67,8 @@ pub(crate) struct Segments {
     /// Held while files are created or renamed: a segment the leader
     /// creates and one the checkpoint recycles must never get one name.
     layout: Mutex<()>,
+    /// 1 + index of the segment being prepared in the background, or 0.
+    preparing: AtomicU64,
     pub(crate) counters: SegmentCounters,
 }
 
@@ -68,16 +83,60 @@ impl Segments {
             }
         }
         Ok(Segments {
-            fs,
-            dir: dir.to_path_buf(),
-            size,
-            files: Mutex::new(files),
-            unsynced: Mutex::new(BTreeSet::new()),
-            layout: Mutex::new(()),
-            counters: SegmentCounters::default(),
+            inner: Arc::new(Inner {
+                fs,
+                dir: dir.to_path_buf(),
+                size,
+                files: Mutex::new(files),
+                unsynced: Mutex::new(BTreeSet::new()),
+                layout: Mutex::new(()),
+                preparing: AtomicU64::new(0),
+                counters: SegmentCounters::default(),
+            }),
         })
     }
 
+    /// Writes stream bytes at `pos`, across segment boundaries. On the
+    /// first write into a segment, the next one is prepared (zero-filled,
+    /// synced) by a short-lived background thread, so the commit that
+    /// crosses into it finds it ready instead of filling it itself.
+    pub(crate) fn write(&self, pos: u64, bytes: &[u8]) -> Result<()> {
+        self.inner.write_at(pos, bytes)?;
+        let (first, last) = (pos / self.size, (pos + bytes.len() as u64) / self.size);
+        let next = last + 1;
+        let fresh = pos % self.size == 0 || first != last;
+        if fresh
+            && !self.files.lock().contains_key(&next)
+            && self
+                .preparing
+                .compare_exchange(0, next + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            let inner = self.inner.clone();
+            let spawned = std::thread::Builder::new()
+                .name("tidemark-log-prepare".into())
+                .spawn(move || {
+                    // A failure here is not lost: the writer creates the
+                    // segment itself when it gets there, and reports that.
+                    let _ = inner.file(next);
+                    inner.preparing.store(0, Ordering::Release);
+                });
+            if spawned.is_err() {
+                self.preparing.store(0, Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+
+    /// Overwrites the 32-byte header at `pos` with zeros (a stale record
+    /// recovery found past the end of the log) and syncs.
+    pub(crate) fn erase_header(&self, pos: u64) -> Result<()> {
+        self.inner.write_at(pos, &[0u8; super::record::HEADER])?;
+        self.sync()
+    }
+}
+
+impl Inner {
     pub(crate) fn size(&self) -> u64 {
         self.size
     }
@@ -136,7 +195,7 @@ impl Segments {
     }
 
     /// Writes stream bytes at `pos`, across segment boundaries.
-    pub(crate) fn write(&self, mut pos: u64, mut bytes: &[u8]) -> Result<()> {
+    fn write_at(&self, mut pos: u64, mut bytes: &[u8]) -> Result<()> {
         while !bytes.is_empty() {
             let (i, off) = (pos / self.size, pos % self.size);
             let n = ((self.size - off) as usize).min(bytes.len());
@@ -203,13 +262,6 @@ impl Segments {
         self.fs.sync_dir(&self.dir)?;
         Ok(())
     }
-
-    /// Overwrites the 32-byte header at `pos` with zeros (a stale record
-    /// recovery found past the end of the log) and syncs.
-    pub(crate) fn erase_header(&self, pos: u64) -> Result<()> {
-        self.write(pos, &[0u8; super::record::HEADER])?;
-        self.sync()
-    }
 }
 
 impl super::group::Sink for Segments {
@@ -217,7 +269,7 @@ impl super::group::Sink for Segments {
         Segments::write(self, pos, bytes)
     }
     fn sync(&self) -> Result<()> {
-        Segments::sync(self)
+        self.inner.sync()
     }
 }
 
