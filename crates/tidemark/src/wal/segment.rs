@@ -104,7 +104,7 @@ impl Segments {
         self.inner.write_at(pos, bytes)?;
         let (first, last) = (pos / self.size, (pos + bytes.len() as u64) / self.size);
         let next = last + 1;
-        let fresh = pos % self.size == 0 || first != last;
+        let fresh = pos.is_multiple_of(self.size) || first != last;
         if fresh
             && !self.files.lock().contains_key(&next)
             && self
