@@ -114,6 +114,15 @@ struct Ctl {
     parked: [Vec<Parked>; 2],
 }
 
+impl Ctl {
+    /// Every parked committer, to wake (failure, or a sync-only lead).
+    fn take_parked(&mut self) -> Vec<Parked> {
+        let mut all = std::mem::take(&mut self.parked[0]);
+        all.append(&mut self.parked[1]);
+        all
+    }
+}
+
 /// A committer asleep until the stream up to `end` is written.
 struct Parked {
     thread: Thread,
@@ -367,15 +376,9 @@ impl GroupLog {
                     Err(e) => {
                         g.failed = Some(format!("log write failed: {e}"));
                         self.failed.store(true, Ordering::Release);
-                        let mut all = std::mem::take(&mut g.parked[0]);
-                        all.append(&mut g.parked[1]);
-                        (all, None)
+                        (g.take_parked(), None)
                     }
-                    Ok(None) => {
-                        let mut all = std::mem::take(&mut g.parked[0]);
-                        all.append(&mut g.parked[1]);
-                        (all, None)
-                    }
+                    Ok(None) => (g.take_parked(), None),
                 };
                 self.cv.notify_all();
                 drop(g);
@@ -490,8 +493,7 @@ impl GroupLog {
         g.failed.get_or_insert_with(|| why.to_string());
         self.failed.store(true, Ordering::Release);
         self.cv.notify_all();
-        let mut all = std::mem::take(&mut g.parked[0]);
-        all.append(&mut g.parked[1]);
+        let all = g.take_parked();
         drop(g);
         for p in all {
             p.thread.unpark();
