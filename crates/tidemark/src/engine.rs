@@ -14,7 +14,7 @@ use crate::cache::{BufferPool, PoolConfig};
 use crate::checkpoint::{CheckpointCounters, Durable};
 use crate::error::{Error, Result};
 use crate::gate::Gate;
-use crate::io::FileSystem;
+use crate::io::{FileIo, FileSystem};
 use crate::meta::{self, Meta};
 use crate::page::{self, get_u64, PageKind, HEADER_SIZE, PAGE_SIZE};
 use crate::pagemap::{PageMap, CHUNK_ENTRIES, MAX_CHUNKS, NO_BLOCK};
@@ -63,7 +63,14 @@ impl Engine {
         fs.create_dir_all(dir)?;
         let path = dir.join(DATA_FILE);
         let file = fs.open(&path, true)?;
-        let len = file.len()?;
+        let mut len = file.len()?;
+        if len > 0 && interrupted_creation(&*file, len)? {
+            // Creating this database failed before its first meta page was
+            // durable (open returned the error, so nothing was ever
+            // acknowledged): start the creation again.
+            file.set_len(0)?;
+            len = 0;
+        }
         if len == 0 {
             let mut buf = vec![0u8; PAGE_SIZE];
             Meta {
@@ -324,4 +331,26 @@ fn read_map(
         }
     }
     Ok((dirs, chunks))
+}
+
+/// Whether `file` (of `len` bytes) is what an interrupted creation leaves:
+/// at most the two meta slots long, neither holding a valid meta page, slot
+/// 0 never written and slot 1 empty or a torn copy of the first meta page
+/// (its magic in place, when it is long enough to hold it). Anything else
+/// that fails to open is a foreign or damaged file and stays untouched.
+fn interrupted_creation(file: &dyn FileIo, len: u64) -> Result<bool> {
+    let page = PAGE_SIZE as u64;
+    if len > 2 * page {
+        return Ok(false);
+    }
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, 0)?;
+    let (slot0, slot1) = buf.split_at(buf.len().min(PAGE_SIZE));
+    if slot0.iter().any(|&b| b != 0) {
+        return Ok(false);
+    }
+    if slot1.len() == PAGE_SIZE && meta::Meta::decode(slot1, 1).is_ok_and(|m| m.is_some()) {
+        return Ok(false);
+    }
+    Ok(meta::torn_first_meta(slot1))
 }

@@ -113,6 +113,20 @@ impl Meta {
 
 /// Chooses the durable meta from the two slots. Errors if neither is valid:
 /// `NotADatabase` when neither carries the magic, else the decode error.
+/// Whether `bytes`, the start of meta slot 1, can be a torn write of a new
+/// database's first meta page: empty, all zero, or the magic in place.
+pub(crate) fn torn_first_meta(bytes: &[u8]) -> bool {
+    let end = MAGIC_OFFSET + MAGIC.len();
+    if bytes.iter().all(|&b| b == 0) {
+        return true;
+    }
+    if bytes.len() < end {
+        // Too short to tell by its magic: only the header was written.
+        return bytes.len() <= MAGIC_OFFSET;
+    }
+    bytes[MAGIC_OFFSET..end] == MAGIC
+}
+
 pub(crate) fn choose(slot0: &[u8], slot1: &[u8]) -> Result<Meta> {
     let a = Meta::decode(slot0, 0);
     let b = Meta::decode(slot1, 1);

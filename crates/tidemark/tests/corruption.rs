@@ -133,3 +133,40 @@ fn truncating_a_real_database_is_detected() {
         Err(e) => panic!("unexpected error {e}"),
     }
 }
+
+#[test]
+fn an_interrupted_creation_is_started_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    // The first meta page's write was cut short: the first half of slot 1
+    // reached the file, slot 0 was never written.
+    {
+        let full = SimFs::new();
+        common::small_builder()
+            .file_system(Arc::new(full.clone()))
+            .open(dir.path())
+            .unwrap()
+            .close()
+            .unwrap();
+        let slot1 = full.with_file(&dir.path().join(DATA_FILE), |d| {
+            d[PAGE_SIZE..PAGE_SIZE + PAGE_SIZE / 2].to_vec()
+        });
+        use tidemark::io::FileSystem;
+        let f = fs.open(&dir.path().join(DATA_FILE), true).unwrap();
+        f.write_all_at(&slot1, PAGE_SIZE as u64).unwrap();
+    }
+    let db = common::small_builder()
+        .file_system(Arc::new(fs.clone()))
+        .open(dir.path())
+        .expect("a creation that never finished is redone");
+    db.table("t").unwrap().put(b"k", b"v").unwrap();
+    assert!(db.verify().unwrap().is_ok());
+    db.close().unwrap();
+    // The same bytes with anything in slot 0 are someone else's file.
+    let path = dir.path().join(DATA_FILE);
+    std::fs::write(&path, [vec![1u8; PAGE_SIZE], vec![0u8; 100]].concat()).unwrap();
+    assert!(matches!(
+        tidemark::Database::open(dir.path()),
+        Err(Error::NotADatabase(_))
+    ));
+}

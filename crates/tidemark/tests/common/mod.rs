@@ -17,6 +17,9 @@ use tidemark::io::{FileIo, FileSystem};
 pub struct SimFile {
     live: Mutex<Vec<u8>>,
     durable: Mutex<Vec<u8>>,
+    /// A sync of this file failed: from then on its durable bytes stay
+    /// as they were (a conservative model of pages the kernel dropped).
+    lost: Mutex<bool>,
     fs: Arc<Control>,
 }
 
@@ -31,20 +34,76 @@ pub struct Control {
     pub crashed: AtomicBool,
     /// While set, every fsync fails (and syncs nothing).
     pub fail_sync: AtomicBool,
+    /// Syncs (of files and directories) performed so far.
+    pub syncs: AtomicU64,
+    /// One injected fault (see [`Fault`]); `None` = none.
+    pub fault: Mutex<Option<Fault>>,
+}
+
+/// A single I/O fault, after which the disk works again (the engine must
+/// not trust that it does).
+#[derive(Clone, Copy, Debug)]
+pub enum Fault {
+    /// The write with this index (counting every write, resize, rename
+    /// and removal) fails and changes nothing.
+    FailWrite(u64),
+    /// The write with this index stores only the first half of its bytes,
+    /// then fails (a short write, then ENOSPC or EIO).
+    ShortWrite(u64),
+    /// The sync with this index fails and makes nothing durable; what it
+    /// should have synced never becomes durable, as when the kernel marks
+    /// the pages clean after a write-back error.
+    FailSync(u64),
+}
+
+/// What a write must do under the injected fault.
+enum WriteFate {
+    Full,
+    Half,
 }
 
 impl Control {
     fn allow(&self) -> io::Result<()> {
+        match self.write_fate()? {
+            WriteFate::Full => Ok(()),
+            WriteFate::Half => Err(io::Error::other("simulated write failure")),
+        }
+    }
+
+    /// Counts one write and decides what becomes of it.
+    fn write_fate(&self) -> io::Result<WriteFate> {
         if self.crashed.load(Ordering::SeqCst) {
             return Err(io::Error::other(
                 "simulated crash: the disk accepts no more writes",
             ));
         }
-        if self.writes.fetch_add(1, Ordering::SeqCst) >= self.limit.load(Ordering::SeqCst) {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst);
+        if n >= self.limit.load(Ordering::SeqCst) {
             self.crashed.store(true, Ordering::SeqCst);
             return Err(io::Error::other(
                 "simulated crash: the disk accepts no more writes",
             ));
+        }
+        match *self.fault.lock() {
+            Some(Fault::FailWrite(at)) if at == n => {
+                Err(io::Error::other("simulated write failure"))
+            }
+            Some(Fault::ShortWrite(at)) if at == n => Ok(WriteFate::Half),
+            _ => Ok(WriteFate::Full),
+        }
+    }
+
+    /// Counts one sync; `Err` if it must fail.
+    fn sync_fate(&self) -> io::Result<()> {
+        if self.fail_sync.load(Ordering::SeqCst) {
+            return Err(io::Error::other("simulated fsync failure"));
+        }
+        if self.crashed.load(Ordering::SeqCst) {
+            return Err(io::Error::other("simulated crash: fsync failed"));
+        }
+        let n = self.syncs.fetch_add(1, Ordering::SeqCst);
+        if matches!(*self.fault.lock(), Some(Fault::FailSync(at)) if at == n) {
+            return Err(io::Error::other("simulated fsync failure"));
         }
         Ok(())
     }
@@ -64,23 +123,32 @@ impl FileIo for SimFile {
         Ok(())
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.fs.allow()?;
+        let fate = self.fs.write_fate()?;
+        let buf = match fate {
+            WriteFate::Full => buf,
+            WriteFate::Half => &buf[..buf.len() / 2],
+        };
         let mut d = self.live.lock();
         let o = offset as usize;
         if d.len() < o + buf.len() {
             d.resize(o + buf.len(), 0);
         }
         d[o..o + buf.len()].copy_from_slice(buf);
-        Ok(())
+        match fate {
+            WriteFate::Full => Ok(()),
+            WriteFate::Half => Err(io::Error::other("simulated short write")),
+        }
     }
     fn sync_data(&self) -> io::Result<()> {
-        if self.fs.fail_sync.load(Ordering::SeqCst) {
-            return Err(io::Error::other("simulated fsync failure"));
+        if let Err(e) = self.fs.sync_fate() {
+            // The write-back failed: the kernel forgets the data was dirty,
+            // so no later sync will make these bytes durable.
+            *self.lost.lock() = true;
+            return Err(e);
         }
-        if self.fs.crashed.load(Ordering::SeqCst) {
-            return Err(io::Error::other("simulated crash: fsync failed"));
+        if !*self.lost.lock() {
+            *self.durable.lock() = self.live.lock().clone();
         }
-        *self.durable.lock() = self.live.lock().clone();
         Ok(())
     }
     fn len(&self) -> io::Result<u64> {
@@ -135,6 +203,7 @@ impl SimFs {
             let nf = SimFile {
                 live: Mutex::new(bytes.clone()),
                 durable: Mutex::new(bytes),
+                lost: Mutex::new(false),
                 fs: out.control.clone(),
             };
             let nf = Arc::new(nf);
@@ -208,9 +277,7 @@ impl FileSystem for SimFs {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        if self.control.crashed.load(Ordering::SeqCst) {
-            return Err(io::Error::other("simulated crash: fsync failed"));
-        }
+        self.control.sync_fate()?;
         let files = self.files.lock();
         let mut durable = self.durable_names.lock();
         durable.retain(|p, _| p.parent() != Some(dir));
