@@ -19,7 +19,9 @@ use crate::error::{Error, Result};
 use crate::io::{FileSystem, OsFileSystem};
 use crate::page::PAGE_SIZE;
 use crate::stats::Stats;
+use crate::txn::{ReadTxn, Snap, WriteTxn};
 use crate::verify::{self, VerifyReport};
+use crate::versions::Ts;
 use crate::wal::record::LogOp;
 use crate::wal::{Durability, DEFAULT_SEGMENT_SIZE};
 
@@ -45,6 +47,7 @@ pub struct Builder {
     checkpoint_interval: Option<Duration>,
     durability: Durability,
     log_segment_size: u64,
+    version_budget: u8,
     fs: Arc<dyn FileSystem>,
 }
 
@@ -66,6 +69,7 @@ impl std::fmt::Debug for Builder {
             .field("checkpoint_interval", &self.checkpoint_interval)
             .field("durability", &self.durability)
             .field("log_segment_size", &self.log_segment_size)
+            .field("version_budget", &self.version_budget)
             .finish_non_exhaustive()
     }
 }
@@ -73,7 +77,8 @@ impl std::fmt::Debug for Builder {
 impl Builder {
     /// Defaults: 256 MiB cache, eviction target/trigger 80/95 %, dirty
     /// target/trigger 5/20 %, one eviction worker, a checkpoint every 60 s,
-    /// durability [`Durability::Write`], 16 MiB log segments.
+    /// durability [`Durability::Write`], 16 MiB log segments, 10 % of the
+    /// cache for snapshot versions.
     pub fn new() -> Self {
         Builder {
             cache_size: 256 << 20,
@@ -85,10 +90,13 @@ impl Builder {
             checkpoint_interval: Some(Duration::from_secs(60)),
             durability: Durability::Write,
             log_segment_size: DEFAULT_SEGMENT_SIZE,
+            version_budget: 10,
             fs: Arc::new(OsFileSystem),
         }
     }
-    /// Bytes of page memory; at least 64 pages (1 MiB).
+    /// Bytes of memory for pages and snapshot versions together; the
+    /// pages' share (all but [`Builder::version_budget`]) must hold at
+    /// least 64 pages (1 MiB).
     pub fn cache_size(mut self, bytes: usize) -> Self {
         self.cache_size = bytes;
         self
@@ -136,18 +144,38 @@ impl Builder {
         self.log_segment_size = bytes;
         self
     }
+    /// Percent of `cache_size` (1 to 50) that old versions kept for live
+    /// snapshots may use; pages get the rest. Past it, the oldest snapshots
+    /// are invalidated ([`Error::SnapshotTooOld`]) rather than writers
+    /// waiting.
+    pub fn version_budget(mut self, pct: u8) -> Self {
+        self.version_budget = pct;
+        self
+    }
     /// Replaces the file layer (fault injection in tests).
     pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
         self.fs = fs;
         self
     }
 
+    /// Bytes of `cache_size` kept for snapshot versions.
+    fn version_bytes(&self) -> u64 {
+        self.cache_size as u64 * u64::from(self.version_budget) / 100
+    }
+
     fn pool_config(&self) -> Result<PoolConfig> {
-        let frames = self.cache_size / PAGE_SIZE;
+        if !(1..=50).contains(&self.version_budget) {
+            return Err(Error::InvalidOption(format!(
+                "version_budget must be 1 to 50 percent, not {}",
+                self.version_budget
+            )));
+        }
+        let frames = (self.cache_size as u64 - self.version_bytes()) as usize / PAGE_SIZE;
         if frames < MIN_FRAMES {
             return Err(Error::InvalidOption(format!(
-                "cache_size must be at least {} bytes",
-                MIN_FRAMES * PAGE_SIZE
+                "cache_size must leave at least {} bytes for pages after the {} % version budget",
+                MIN_FRAMES * PAGE_SIZE,
+                self.version_budget
             )));
         }
         let pct = |p: u8| frames * usize::from(p) / 100;
@@ -178,7 +206,13 @@ impl Builder {
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Database> {
         let cfg = self.pool_config()?;
         let (engine, recovered) =
-            Engine::open(path.as_ref(), self.fs.clone(), cfg, self.log_segment_size)?;
+            Engine::open(
+                path.as_ref(),
+                self.fs.clone(),
+                cfg,
+                self.log_segment_size,
+                self.version_bytes(),
+            )?;
         let engine = Arc::new(engine);
         let shared = Arc::new(Shared {
             stop: Mutex::new(false),
@@ -349,7 +383,7 @@ impl WriteBatch {
     }
 }
 
-fn check_key(key: &[u8]) -> Result<()> {
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
     if key.is_empty() || key.len() > MAX_KEY_SIZE {
         return Err(Error::KeySize {
             len: key.len(),
@@ -358,7 +392,7 @@ fn check_key(key: &[u8]) -> Result<()> {
     }
     Ok(())
 }
-fn check_value(v: &[u8]) -> Result<()> {
+pub(crate) fn check_value(v: &[u8]) -> Result<()> {
     if v.len() > MAX_VALUE_SIZE {
         return Err(Error::ValueTooLarge {
             len: v.len(),
@@ -367,7 +401,7 @@ fn check_value(v: &[u8]) -> Result<()> {
     }
     Ok(())
 }
-fn check_name(name: &str) -> Result<()> {
+pub(crate) fn check_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_TABLE_NAME {
         return Err(Error::InvalidTableName(name.to_string()));
     }
@@ -389,7 +423,7 @@ impl Database {
         &self.inner.path
     }
 
-    fn engine(&self) -> &Engine {
+    pub(crate) fn engine(&self) -> &Engine {
         &self.inner.engine
     }
 
@@ -408,17 +442,19 @@ impl Database {
         self.inner.replayed
     }
 
-    /// The commit protocol every write follows (see `wal` and `stripes`):
-    /// enter the gate, lock the key stripes (`None`: all of them), run
-    /// `check` (which may refuse, changing nothing), log `ops`, `apply`
-    /// them to the tree, leave, and wait for `durability`.
-    fn commit<V, T>(
+    /// The commit protocol every write follows (see `wal`, `stripes` and
+    /// `versions`): enter the gate, lock the key stripes (`None`: all of
+    /// them), run `check` (which may refuse, changing nothing), take a
+    /// timestamp if snapshots are live, log `ops`, `apply` them to the tree
+    /// (keeping before-images under that timestamp), leave, and wait for
+    /// `durability`.
+    pub(crate) fn commit<V, T>(
         &self,
         ops: &[LogOp<'_>],
         stripes: Option<Vec<usize>>,
         durability: Durability,
         check: impl FnOnce(&Engine) -> Result<V>,
-        apply: impl FnOnce(&Engine, V) -> Result<T>,
+        apply: impl FnOnce(&Engine, V, Option<Ts>) -> Result<T>,
     ) -> Result<T> {
         let e = self.engine();
         e.pager.check_writable()?;
@@ -430,10 +466,13 @@ impl Database {
                 None => e.stripes.lock_all(),
             };
             let v = check(e)?;
+            let ts = e.versions.begin();
+            // Ends the timestamp however this block is left.
+            let _ended = EndTs(e, ts);
             let ticket = e.wal.append(ops, durability).inspect_err(|err| {
                 e.pager.stop_writes(&format!("log append failed: {err}"));
             })?;
-            let out = apply(e, v).inspect_err(|err| {
+            let out = apply(e, v, ts).inspect_err(|err| {
                 // The log holds a record the tree may hold only part of;
                 // replay on the next open applies it whole.
                 e.pager
@@ -442,6 +481,9 @@ impl Database {
             })?;
             (ticket, out)
         };
+        if e.versions.over_budget() {
+            e.versions.enforce_budget();
+        }
         e.wal.wait(ticket).inspect_err(|err| {
             e.pager.stop_writes(&format!("{err}"));
         })?;
@@ -463,7 +505,7 @@ impl Database {
                 Some(_) => Err(Error::TableExists(name.to_string())),
                 None => Ok(()),
             },
-            |e, ()| e.create_root(name.as_bytes()),
+            |e, (), _| e.create_root(name.as_bytes()),
         )?;
         Ok(Table {
             db: self.clone(),
@@ -512,7 +554,10 @@ impl Database {
                 e.lookup_root(name.as_bytes())?
                     .ok_or_else(|| Error::TableNotFound(name.to_string()))
             },
-            |e, root| e.drop_root(name.as_bytes(), root),
+            |e, root, ts| {
+                e.versions.table_dropped(name.as_bytes(), ts);
+                e.drop_root(name.as_bytes(), root)
+            },
         )
     }
 
@@ -577,18 +622,36 @@ impl Database {
                 }
                 Ok(roots)
             },
-            |e, roots| {
+            |e, roots, ts| {
                 for op in &batch.ops {
                     match op {
-                        Op::Put { table, key, value } => e.apply_put(roots[table], key, value)?,
+                        Op::Put { table, key, value } => e.apply_put(
+                            roots[table],
+                            key,
+                            value,
+                            ts.map(|t| (t, table.as_bytes())),
+                        )?,
                         Op::Delete { table, key } => {
-                            e.apply_delete(roots[table], key)?;
+                            e.apply_delete(roots[table], key, ts.map(|t| (t, table.as_bytes())))?;
                         }
                     }
                 }
                 Ok(())
             },
         )
+    }
+
+    /// A read-only snapshot of every table as of now, stable for its whole
+    /// life while writers go on (see [`ReadTxn`]).
+    pub fn begin_read(&self) -> ReadTxn {
+        ReadTxn::new(self.clone())
+    }
+
+    /// A write transaction: reads from a snapshot taken now plus its own
+    /// writes, commits atomically or not at all, and rolls back if
+    /// dropped (see [`WriteTxn`]).
+    pub fn begin_write(&self) -> WriteTxn {
+        WriteTxn::new(self.clone())
     }
 
     /// Makes everything written so far durable; see [`CheckpointInfo`].
@@ -642,6 +705,17 @@ impl Database {
     }
 }
 
+/// Ends a commit's timestamp when dropped (see `versions`).
+struct EndTs<'a>(&'a Engine, Option<Ts>);
+
+impl Drop for EndTs<'_> {
+    fn drop(&mut self) {
+        if let Some(ts) = self.1 {
+            self.0.versions.end(ts);
+        }
+    }
+}
+
 /// A named table of ordered byte-string keys and values. Cheap to clone.
 #[derive(Clone)]
 pub struct Table {
@@ -664,6 +738,10 @@ impl Table {
         &self.name
     }
 
+    pub(crate) fn root(&self) -> u64 {
+        self.root
+    }
+
     /// Fails if the table was dropped since this handle was opened.
     fn check_live(&self) -> Result<()> {
         if self.root == CATALOG_ROOT {
@@ -675,7 +753,7 @@ impl Table {
         }
     }
 
-    fn map_dropped<T>(&self, r: Result<T>) -> Result<T> {
+    pub(crate) fn map_dropped<T>(&self, r: Result<T>) -> Result<T> {
         match r {
             Err(Error::Corruption { .. }) if self.check_live().is_err() => {
                 Err(Error::TableDropped(self.name.clone()))
@@ -688,7 +766,12 @@ impl Table {
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
         check_key(key)?;
-        self.map_dropped(self.db.engine().tree(self.root).get(key))
+        let e = self.db.engine();
+        if self.root == CATALOG_ROOT {
+            return e.tree(self.root).get(key);
+        }
+        let _shared = e.stripes.read(e.stripes.of(self.name.as_bytes(), key));
+        self.map_dropped(e.tree(self.root).get(key))
     }
 
     /// Sets `key` to `value`, with the database's default durability.
@@ -718,7 +801,10 @@ impl Table {
             Some(vec![stripe]),
             durability,
             |_| self.check_live(),
-            |e, ()| self.map_dropped(e.apply_put(self.root, key, value)),
+            |e, (), ts| {
+                let track = ts.map(|t| (t, self.name.as_bytes()));
+                self.map_dropped(e.apply_put(self.root, key, value, track))
+            },
         )
     }
 
@@ -742,7 +828,10 @@ impl Table {
             Some(vec![stripe]),
             durability,
             |_| self.check_live(),
-            |e, ()| self.map_dropped(e.apply_delete(self.root, key)),
+            |e, (), ts| {
+                let track = ts.map(|t| (t, self.name.as_bytes()));
+                self.map_dropped(e.apply_delete(self.root, key, track))
+            },
         )
     }
 
@@ -755,13 +844,28 @@ impl Table {
     /// for kv in t.range::<&[u8], _>(..).rev() { let (_k, _v) = kv?; }
     /// # Ok::<(), tidemark::Error>(())
     /// ```
+    ///
+    /// The iterator reads one snapshot, taken when it is created: it sees
+    /// every key as of that moment, whatever commits meanwhile.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Range {
+        // The catalog is not versioned; table scans are.
+        let snap = (self.root != CATALOG_ROOT).then(|| Arc::new(Snap::new(self.db.clone())));
+        self.range_in(range, snap)
+    }
+
+    /// A range read through `snap` (`None`: the live tree).
+    pub(crate) fn range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        range: R,
+        snap: Option<Arc<Snap>>,
+    ) -> Range {
         let own = |b: Bound<&K>| match b {
             Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
             Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
             Bound::Unbounded => Bound::Unbounded,
         };
         Range {
+            snap,
             table: self.clone(),
             lo: own(range.start_bound()),
             hi: own(range.end_bound()),
@@ -781,9 +885,10 @@ impl Table {
 }
 
 /// A double-ended iterator over a key range. It reads one leaf at a time
-/// and holds no latch between calls, so it never blocks writers; it sees
-/// each key as of the moment its leaf was read.
+/// and holds no latch between calls, so it never blocks writers; keys that
+/// changed since its snapshot are read from the versions kept for it.
 pub struct Range {
+    snap: Option<Arc<Snap>>,
     table: Table,
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
@@ -806,6 +911,7 @@ impl Range {
 
     fn refill_front(&mut self) -> Result<()> {
         while self.front.is_empty() && !self.front_done {
+            let from = self.lo.clone();
             let batch = self
                 .table
                 .db
@@ -817,17 +923,28 @@ impl Range {
                 self.lo = Bound::Excluded(k.clone());
             }
             // Every key of the next leaf is at or above the fence.
-            match batch.fence {
-                Some(f) => self.lo = Bound::Included(f),
-                None => self.front_done = true,
-            }
-            self.front.extend(batch.entries);
+            let to = match batch.fence {
+                Some(f) => {
+                    self.lo = Bound::Included(f.clone());
+                    Bound::Excluded(f)
+                }
+                None => {
+                    self.front_done = true;
+                    self.hi.clone()
+                }
+            };
+            let entries = match &self.snap {
+                Some(snap) => snap.merge(&self.table.name, batch.entries, &from, &to, true)?,
+                None => batch.entries,
+            };
+            self.front.extend(entries);
         }
         Ok(())
     }
 
     fn refill_back(&mut self) -> Result<()> {
         while self.back.is_empty() && !self.back_done {
+            let to = self.hi.clone();
             let batch = self
                 .table
                 .db
@@ -838,11 +955,22 @@ impl Range {
             if let Some((k, _)) = batch.entries.last() {
                 self.hi = Bound::Excluded(k.clone());
             }
-            match batch.fence {
-                Some(f) => self.hi = Bound::Excluded(f),
-                None => self.back_done = true,
-            }
-            self.back.extend(batch.entries);
+            // Every key of this leaf is at or above the fence.
+            let from = match batch.fence {
+                Some(f) => {
+                    self.hi = Bound::Excluded(f.clone());
+                    Bound::Included(f)
+                }
+                None => {
+                    self.back_done = true;
+                    self.lo.clone()
+                }
+            };
+            let entries = match &self.snap {
+                Some(snap) => snap.merge(&self.table.name, batch.entries, &from, &to, false)?,
+                None => batch.entries,
+            };
+            self.back.extend(entries);
         }
         Ok(())
     }

@@ -22,6 +22,7 @@ use crate::pager::Pager;
 use crate::stripes::Stripes;
 use crate::wal::record::LogOp;
 use crate::wal::recover::Recovered;
+use crate::versions::{Ts, Versions};
 use crate::wal::Wal;
 
 /// Page id of the catalog tree (table name -> root page id).
@@ -39,7 +40,12 @@ pub(crate) struct Engine {
     pub(crate) catalog_lock: Mutex<()>,
     pub(crate) stripes: Stripes,
     pub(crate) wal: Wal,
+    pub(crate) versions: Versions,
 }
+
+/// How a change is recorded for snapshots: the commit's timestamp and the
+/// table name (`None`: no snapshot is live, nothing to keep).
+pub(crate) type Track<'a> = Option<(Ts, &'a [u8])>;
 
 impl Engine {
     pub(crate) fn tree(&self, root: u64) -> Tree<'_> {
@@ -58,6 +64,7 @@ impl Engine {
         fs: Arc<dyn FileSystem>,
         cfg: PoolConfig,
         log_segment_size: u64,
+        version_budget: u64,
     ) -> Result<(Engine, Recovered)> {
         crate::wal::segment::check_size(log_segment_size)?;
         fs.create_dir_all(dir)?;
@@ -132,6 +139,7 @@ impl Engine {
             catalog_lock: Mutex::new(()),
             stripes: Stripes::new(),
             wal,
+            versions: Versions::new(version_budget),
         };
         if m.next_pid == CATALOG_ROOT {
             let pid = engine.pager.alloc_pid()?;
@@ -183,8 +191,24 @@ impl Engine {
         Ok(())
     }
 
+    /// Keeps the value of `key` before a tracked commit changes it.
+    fn keep_before(&self, root: u64, key: &[u8], track: Track<'_>) -> Result<()> {
+        if let Some((ts, table)) = track {
+            let before = self.tree(root).get(key)?;
+            self.versions.save(ts, table, key, before);
+        }
+        Ok(())
+    }
+
     /// Sets `key` to `value` in the tree rooted at `root`. Inside the gate.
-    pub(crate) fn apply_put(&self, root: u64, key: &[u8], value: &[u8]) -> Result<()> {
+    pub(crate) fn apply_put(
+        &self,
+        root: u64,
+        key: &[u8],
+        value: &[u8],
+        track: Track<'_>,
+    ) -> Result<()> {
+        self.keep_before(root, key, track)?;
         let stored = if node::fits_inline(key.len(), value.len()) {
             StoredValue::Inline(value.to_vec())
         } else {
@@ -201,7 +225,8 @@ impl Engine {
     }
 
     /// Removes `key` from the tree rooted at `root`; whether it was there.
-    pub(crate) fn apply_delete(&self, root: u64, key: &[u8]) -> Result<bool> {
+    pub(crate) fn apply_delete(&self, root: u64, key: &[u8], track: Track<'_>) -> Result<bool> {
+        self.keep_before(root, key, track)?;
         let tree = self.tree(root);
         match tree.delete(key)? {
             Some(old) => {
@@ -220,12 +245,12 @@ impl Engine {
             match *op {
                 LogOp::Put { table, key, value } => {
                     if let Some(root) = self.lookup_root(table)? {
-                        self.apply_put(root, key, value)?;
+                        self.apply_put(root, key, value, None)?;
                     }
                 }
                 LogOp::Delete { table, key } => {
                     if let Some(root) = self.lookup_root(table)? {
-                        self.apply_delete(root, key)?;
+                        self.apply_delete(root, key, None)?;
                     }
                 }
                 LogOp::CreateTable { table } => {

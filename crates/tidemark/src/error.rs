@@ -65,6 +65,16 @@ pub enum Error {
     /// match what a checkpoint would write. Reads keep working.
     #[error("database stopped accepting writes after an earlier failure: {0}")]
     WritesStopped(String),
+    /// A write transaction lost a write-write conflict: a transaction that
+    /// committed after it began wrote one of its keys (first committer
+    /// wins). Nothing of it was applied; retry it from the start.
+    #[error("write conflict: {0}")]
+    Conflict(String),
+    /// The snapshot was held so long that keeping the versions it needs
+    /// would exceed the version budget, so they were reclaimed. Begin a new
+    /// snapshot.
+    #[error("snapshot too old: its versions were reclaimed to stay within the cache")]
+    SnapshotTooOld,
 }
 
 impl Error {

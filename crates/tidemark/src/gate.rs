@@ -21,7 +21,9 @@ const SLOTS: usize = 16;
 pub(crate) struct Gate {
     slots: [CachePadded<AtomicUsize>; SLOTS],
     closing: AtomicBool,
-    lock: Mutex<()>,
+    /// Closers at work (a checkpoint cut, a first snapshot's drain); the
+    /// gate opens again when the last one is done. Under `lock`.
+    lock: Mutex<usize>,
     cv: Condvar,
 }
 
@@ -56,7 +58,7 @@ impl Gate {
         Gate {
             slots: std::array::from_fn(|_| CachePadded::new(AtomicUsize::new(0))),
             closing: AtomicBool::new(false),
-            lock: Mutex::new(()),
+            lock: Mutex::new(0),
             cv: Condvar::new(),
         }
     }
@@ -77,10 +79,12 @@ impl Gate {
     }
 
     /// Closes the gate and waits until no writer is inside. Must not be
-    /// called by a thread that is inside.
+    /// called by a thread that is inside. Closers may overlap; each must
+    /// call [`Gate::open`] once.
     pub(crate) fn close(&self) {
         {
-            let _g = self.lock.lock();
+            let mut closers = self.lock.lock();
+            *closers += 1;
             self.closing.store(true, Ordering::SeqCst);
         }
         let mut spins = 0u32;
@@ -95,9 +99,12 @@ impl Gate {
     }
 
     pub(crate) fn open(&self) {
-        let _g = self.lock.lock();
-        self.closing.store(false, Ordering::SeqCst);
-        self.cv.notify_all();
+        let mut closers = self.lock.lock();
+        *closers = closers.saturating_sub(1);
+        if *closers == 0 {
+            self.closing.store(false, Ordering::SeqCst);
+            self.cv.notify_all();
+        }
     }
 }
 

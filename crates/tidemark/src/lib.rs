@@ -24,8 +24,9 @@
 //! to block; `alloc` free space; `pager` page I/O and epochs; `cache` the
 //! buffer pool and eviction; `btree` the tree; `gate` and `checkpoint`
 //! consistent checkpoints; `wal` the write-ahead log and group commit;
-//! `stripes` the key locks that order log and tree alike; `db` the public
-//! API.
+//! `stripes` the key locks that order log and tree alike; `versions`
+//! snapshots and before-images; `txn` read and write transactions; `db`
+//! the public API.
 
 #![warn(missing_docs)]
 
@@ -44,12 +45,15 @@ mod pagemap;
 mod pager;
 mod stats;
 mod stripes;
+mod txn;
 mod verify;
+mod versions;
 mod wal;
 
 pub use btree::node::MAX_KEY_SIZE;
 pub use checkpoint::CheckpointInfo;
 pub use db::{Builder, Database, Range, Table, WriteBatch, MAX_TABLE_NAME, MAX_VALUE_SIZE};
+pub use txn::{ReadTxn, WriteTxn, TxnRange};
 pub use engine::DATA_FILE;
 pub use error::{Error, Result};
 pub use page::PAGE_SIZE;

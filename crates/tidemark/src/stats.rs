@@ -85,6 +85,20 @@ pub struct Stats {
     pub log_position: u64,
     /// Stream position up to which the log is durable.
     pub log_synced: u64,
+    /// Snapshots live now (read and write transactions, open iterators).
+    pub snapshots_active: u64,
+    /// Age of the oldest live snapshot, in microseconds.
+    pub snapshot_oldest_age_us: u64,
+    /// Old versions kept for live snapshots.
+    pub versions_kept: u64,
+    /// Bytes charged for those versions (against the version budget).
+    pub versions_bytes: u64,
+    /// Write transactions refused with a conflict.
+    pub txn_conflicts: u64,
+    /// Reads and commits refused with `SnapshotTooOld`.
+    pub snapshot_too_old_errors: u64,
+    /// Snapshots invalidated to keep versions within the budget.
+    pub snapshots_invalidated: u64,
 }
 
 impl Stats {
@@ -102,6 +116,8 @@ pub(crate) fn collect(e: &Engine) -> Stats {
     let p = &e.pool.counters;
     let c = &e.ckpt;
     let a = e.pager.alloc.stats();
+    let (snaps, oldest, kept, vbytes) = e.versions.gauges();
+    let v = &e.versions.counters;
     // Preallocated blocks past the last allocated one are free space too.
     let file_blocks = e.pager.file_blocks().max(a.file_blocks);
     let page = PAGE_SIZE as u64;
@@ -144,6 +160,13 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         log_recycle_errors: log.recycle_errors,
         log_position: log.position,
         log_synced: log.synced,
+        snapshots_active: snaps,
+        snapshot_oldest_age_us: oldest,
+        versions_kept: kept,
+        versions_bytes: vbytes,
+        txn_conflicts: v.conflicts.load(Ordering::Relaxed),
+        snapshot_too_old_errors: v.too_old.load(Ordering::Relaxed),
+        snapshots_invalidated: v.invalidated.load(Ordering::Relaxed),
     }
 }
 
@@ -188,6 +211,13 @@ impl Stats {
             ("log_recycle_errors", self.log_recycle_errors),
             ("log_position", self.log_position),
             ("log_synced", self.log_synced),
+            ("snapshots_active", self.snapshots_active),
+            ("snapshot_oldest_age_us", self.snapshot_oldest_age_us),
+            ("versions_kept", self.versions_kept),
+            ("versions_bytes", self.versions_bytes),
+            ("txn_conflicts", self.txn_conflicts),
+            ("snapshot_too_old_errors", self.snapshot_too_old_errors),
+            ("snapshots_invalidated", self.snapshots_invalidated),
         ]
     }
 }

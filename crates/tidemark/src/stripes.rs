@@ -8,28 +8,32 @@
 //! saw. Batches on different keys almost never share a stripe and run in
 //! parallel. Dropping a table takes every stripe, so no write to it is
 //! between its log record and its apply while the table goes away.
+//!
+//! Plain single-key reads share their key's stripe, so they see a batch
+//! either not at all or whole: once a read sees one of its changes, every
+//! later read sees all of them.
 
 use std::hash::{BuildHasher, Hasher};
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Number of stripe locks.
 pub(crate) const STRIPES: usize = 4096;
 
 pub(crate) struct Stripes {
-    locks: Box<[Mutex<()>]>,
+    locks: Box<[RwLock<()>]>,
     hasher: std::collections::hash_map::RandomState,
 }
 
 /// Stripes held; dropping releases them.
 pub(crate) struct Held<'a> {
-    _guards: Vec<MutexGuard<'a, ()>>,
+    _guards: Vec<RwLockWriteGuard<'a, ()>>,
 }
 
 impl Stripes {
     pub(crate) fn new() -> Stripes {
         Stripes {
-            locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            locks: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             hasher: Default::default(),
         }
     }
@@ -48,8 +52,15 @@ impl Stripes {
         stripes.sort_unstable();
         stripes.dedup();
         Held {
-            _guards: stripes.into_iter().map(|s| self.locks[s].lock()).collect(),
+            _guards: stripes.into_iter().map(|s| self.locks[s].write()).collect(),
         }
+    }
+
+    /// Shares stripe `s` with other readers: no batch that writes a key of
+    /// it is between its first and last change of the tree meanwhile, so a
+    /// single-key read never sees part of a batch.
+    pub(crate) fn read(&self, s: usize) -> RwLockReadGuard<'_, ()> {
+        self.locks[s].read()
     }
 
     /// Locks every stripe.

@@ -382,7 +382,10 @@ impl GroupLog {
                 };
                 self.cv.notify_all();
                 drop(g);
-                for p in wake.into_iter().chain(next) {
+                // The next leader first: it has the fsync pipeline to
+                // keep busy, and every thread woken before it would run
+                // ahead of it on a busy machine.
+                for p in next.into_iter().chain(wake) {
                     p.thread.unpark();
                 }
                 r?;

@@ -292,7 +292,7 @@ impl FileSystem for SimFs {
 /// checkpoints, so tests decide when checkpoints happen.
 pub fn small_builder() -> tidemark::Builder {
     tidemark::Builder::new()
-        .cache_size(1 << 20)
+        .cache_size((1 << 20) + (1 << 17))
         .log_segment_size(64 << 10)
         .checkpoint_interval(None)
 }

@@ -1,0 +1,472 @@
+//! Multi-version reads: commit timestamps, snapshots and before-images.
+//!
+//! The tree always holds the newest committed value of every key. What a
+//! snapshot needs beyond that lives here: for every key changed after some
+//! live snapshot began, the value it had before each such change (its
+//! *before-image*), tagged with the timestamp of the commit that replaced
+//! it. A snapshot that began at `s` reads a key by reading the tree, then
+//! looking for the first before-image of that key with a timestamp above
+//! `s`: if there is one, that was the value at `s`; if not, the tree value
+//! is. Range scans merge the tree's keys with the before-images' keys in
+//! the same way, so keys deleted after `s` reappear and keys created after
+//! it stay hidden.
+//!
+//! Ordering rules that make this exact:
+//! - A commit takes its timestamp while holding its keys' stripes, so two
+//!   commits of one key get timestamps in the order they apply, and each
+//!   key's before-images are pushed in timestamp order.
+//! - A commit saves a key's before-image *before* changing the tree, and a
+//!   reader reads the tree *before* the before-images: a reader that sees
+//!   a change in the tree finds its before-image.
+//! - A snapshot's timestamp is the *visible* timestamp: every commit at or
+//!   below it has finished applying, every commit above it is either still
+//!   applying or saves before-images for what it changes.
+//! - Commits save before-images only while a snapshot is registered. The
+//!   first snapshot to register after none were drains the write gate
+//!   (waits for commits already inside, which may have decided not to
+//!   save) before taking its timestamp.
+//!
+//! Memory: before-images are kept only while a snapshot older than them is
+//! live, and are reclaimed when the oldest snapshot ends. Their bytes are
+//! limited to a budget carved out of `cache_size`; a commit that takes the
+//! store over budget invalidates the oldest snapshots (oldest first) until
+//! reclaiming what only they needed brings it back under. An invalidated
+//! snapshot's next read fails with [`Error::SnapshotTooOld`]; writers never
+//! wait for readers.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_skiplist::SkipMap;
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::gate::Gate;
+
+/// A commit timestamp. Snapshots see commits at or below theirs.
+pub(crate) type Ts = u64;
+
+/// Fixed bytes charged per kept version besides its key and value.
+const VERSION_OVERHEAD: u64 = 64;
+
+struct Version {
+    /// Timestamp of the commit that replaced this value.
+    ts: Ts,
+    /// The value before that commit (`None`: the key was absent).
+    before: Option<Vec<u8>>,
+}
+
+/// The versions of one key, oldest first.
+type Chain = Mutex<Vec<Version>>;
+
+/// A registered snapshot; dropping it does not release it (call
+/// [`Versions::release`]).
+pub(crate) struct SnapshotReg {
+    pub(crate) ts: Ts,
+    id: u64,
+    valid: AtomicBool,
+}
+
+impl SnapshotReg {
+    /// Fails with [`Error::SnapshotTooOld`] if the snapshot was
+    /// invalidated. Call after reading: a read that raced with reclaiming
+    /// is then reported, not returned.
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.valid.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err(Error::SnapshotTooOld)
+        }
+    }
+}
+
+struct Clock {
+    next: Ts,
+    /// Timestamps of commits that save before-images and have not
+    /// finished applying.
+    inflight: BTreeSet<Ts>,
+}
+
+impl Clock {
+    fn visible(&self) -> Ts {
+        self.inflight
+            .first()
+            .map_or(self.next - 1, |&first| first - 1)
+    }
+}
+
+#[derive(Default)]
+struct Registry {
+    /// Valid snapshots by (timestamp, id).
+    live: BTreeMap<(Ts, u64), (Instant, Arc<SnapshotReg>)>,
+    next_id: u64,
+}
+
+/// Counters of the version store.
+#[derive(Default)]
+pub(crate) struct VersionCounters {
+    pub(crate) conflicts: AtomicU64,
+    pub(crate) too_old: AtomicU64,
+    pub(crate) invalidated: AtomicU64,
+}
+
+pub(crate) struct Versions {
+    budget: u64,
+    reg: Mutex<Registry>,
+    /// Number of valid registered snapshots; changed only under `reg`.
+    active: AtomicUsize,
+    clock: Mutex<Clock>,
+    map: SkipMap<Vec<u8>, Chain>,
+    /// (timestamp, key) of every saved version, roughly in timestamp order.
+    gc: Mutex<VecDeque<(Ts, Vec<u8>)>>,
+    bytes: AtomicU64,
+    count: AtomicU64,
+    /// Timestamp of the last drop of each table.
+    drops: Mutex<HashMap<Vec<u8>, Ts>>,
+    pub(crate) counters: VersionCounters,
+}
+
+/// The store key of `key` in `table`: the name's length, the name, the key.
+/// Keys of one table are contiguous and in key order.
+fn compose(table: &[u8], key: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(2 + table.len() + key.len());
+    // Table names are at most 255 bytes (checked by the API).
+    v.extend_from_slice(&(table.len() as u16).to_be_bytes());
+    v.extend_from_slice(table);
+    v.extend_from_slice(key);
+    v
+}
+
+/// The smallest store key above every key of `table`.
+fn table_end(table: &[u8]) -> Vec<u8> {
+    let mut v = compose(table, &[]);
+    while let Some(last) = v.pop() {
+        if last != 0xFF {
+            v.push(last + 1);
+            return v;
+        }
+    }
+    // Unreachable for names of at most 255 bytes (the length's high byte
+    // is 0); an empty result still bounds correctly: it means no limit.
+    v
+}
+
+/// What a snapshot sees for one key, if a version decides it.
+pub(crate) type Seen = Option<Option<Vec<u8>>>;
+
+impl Versions {
+    pub(crate) fn new(budget: u64) -> Versions {
+        Versions {
+            budget,
+            reg: Mutex::new(Registry::default()),
+            active: AtomicUsize::new(0),
+            clock: Mutex::new(Clock {
+                next: 1,
+                inflight: BTreeSet::new(),
+            }),
+            map: SkipMap::new(),
+            gc: Mutex::new(VecDeque::new()),
+            bytes: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+            drops: Mutex::new(HashMap::new()),
+            counters: VersionCounters::default(),
+        }
+    }
+
+    /// Registers a snapshot of everything committed so far.
+    pub(crate) fn register(&self, gate: &Gate) -> Arc<SnapshotReg> {
+        let mut r = self.reg.lock();
+        if self.active.load(Ordering::SeqCst) == 0 {
+            self.active.store(1, Ordering::SeqCst);
+            // Commits inside the gate may have seen no snapshot and will
+            // not save before-images: let them finish first.
+            gate.close();
+            gate.open();
+        } else {
+            self.active.fetch_add(1, Ordering::SeqCst);
+        }
+        let ts = self.clock.lock().visible();
+        let id = r.next_id;
+        r.next_id += 1;
+        let reg = Arc::new(SnapshotReg {
+            ts,
+            id,
+            valid: AtomicBool::new(true),
+        });
+        r.live.insert((ts, id), (Instant::now(), reg.clone()));
+        reg
+    }
+
+    /// Ends a snapshot and reclaims what only it needed.
+    pub(crate) fn release(&self, s: &SnapshotReg) {
+        let mut r = self.reg.lock();
+        if r.live.remove(&(s.ts, s.id)).is_some() {
+            self.active.fetch_sub(1, Ordering::SeqCst);
+        }
+        let oldest = r.live.keys().next().map(|k| k.0);
+        drop(r);
+        self.reclaim(oldest);
+    }
+
+    /// A timestamp for a commit about to apply, if it must save
+    /// before-images (some snapshot is registered). Call while holding
+    /// the commit's stripes, inside the gate; pair with [`Versions::end`].
+    pub(crate) fn begin(&self) -> Option<Ts> {
+        if self.active.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let mut c = self.clock.lock();
+        let ts = c.next;
+        c.next += 1;
+        c.inflight.insert(ts);
+        Some(ts)
+    }
+
+    /// The commit with timestamp `ts` has applied (or failed).
+    pub(crate) fn end(&self, ts: Ts) {
+        self.clock.lock().inflight.remove(&ts);
+    }
+
+    /// Records that `table` is dropped by the commit with timestamp `ts`
+    /// (`None`: an untracked commit, which takes a timestamp now).
+    pub(crate) fn table_dropped(&self, table: &[u8], ts: Option<Ts>) {
+        let ts = ts.unwrap_or_else(|| {
+            let mut c = self.clock.lock();
+            c.next += 1;
+            c.next - 1
+        });
+        self.drops.lock().insert(table.to_vec(), ts);
+    }
+
+    /// Whether `table` was dropped after snapshot `s` began.
+    pub(crate) fn dropped_since(&self, table: &[u8], s: Ts) -> bool {
+        self.drops.lock().get(table).is_some_and(|&d| d > s)
+    }
+
+    /// Saves `before`, the value of `key` before the commit `ts` changes
+    /// it. Must run before the tree changes.
+    pub(crate) fn save(&self, ts: Ts, table: &[u8], key: &[u8], before: Option<Vec<u8>>) {
+        let ck = compose(table, key);
+        let size = VERSION_OVERHEAD + ck.len() as u64 + before.as_ref().map_or(0, |v| v.len() as u64);
+        let mut before = Some(before);
+        loop {
+            let entry = self.map.get_or_insert_with(ck.clone(), || Mutex::new(Vec::new()));
+            let mut chain = entry.value().lock();
+            // Reclaiming removes an emptied chain under its lock; a chain
+            // found removed is retried so no version is lost.
+            if entry.is_removed() {
+                continue;
+            }
+            chain.push(Version {
+                ts,
+                // Taken once: the loop only repeats before this point.
+                before: before.take().unwrap_or_default(),
+            });
+            break;
+        }
+        self.gc.lock().push_back((ts, ck));
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether kept versions are over budget (the committer then calls
+    /// [`Versions::enforce_budget`] once outside the gate).
+    pub(crate) fn over_budget(&self) -> bool {
+        self.bytes.load(Ordering::Relaxed) > self.budget
+    }
+
+    /// What snapshot `s` sees for `key` if a version decides it.
+    pub(crate) fn lookup(&self, s: Ts, table: &[u8], key: &[u8]) -> Seen {
+        let entry = self.map.get(&compose(table, key))?;
+        let chain = entry.value().lock();
+        chain
+            .iter()
+            .find(|v| v.ts > s)
+            .map(|v| v.before.clone())
+    }
+
+    /// Whether a commit after `s` changed `key` (a write conflict).
+    pub(crate) fn changed_since(&self, s: Ts, table: &[u8], key: &[u8]) -> bool {
+        self.map
+            .get(&compose(table, key))
+            .is_some_and(|e| e.value().lock().last().is_some_and(|v| v.ts > s))
+    }
+
+    /// Keys of `table` in `(lo, hi)` whose value at `s` a version decides,
+    /// with that value, in key order.
+    pub(crate) fn range(
+        &self,
+        s: Ts,
+        table: &[u8],
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let prefix = 2 + table.len();
+        let lo = match lo {
+            Bound::Included(k) => Bound::Included(compose(table, k)),
+            Bound::Excluded(k) => Bound::Excluded(compose(table, k)),
+            Bound::Unbounded => Bound::Included(compose(table, &[])),
+        };
+        let hi = match hi {
+            Bound::Included(k) => Bound::Included(compose(table, k)),
+            Bound::Excluded(k) => Bound::Excluded(compose(table, k)),
+            Bound::Unbounded => Bound::Excluded(table_end(table)),
+        };
+        let mut out = Vec::new();
+        for e in self.map.range::<Vec<u8>, _>((lo, hi)) {
+            let chain = e.value().lock();
+            if let Some(v) = chain.iter().find(|v| v.ts > s) {
+                out.push((e.key()[prefix..].to_vec(), v.before.clone()));
+            }
+        }
+        out
+    }
+
+    /// Invalidates the oldest snapshots until the kept versions fit the
+    /// budget again. Never waits for a reader.
+    pub(crate) fn enforce_budget(&self) {
+        while self.over_budget() {
+            let mut r = self.reg.lock();
+            let Some(&(oldest, _)) = r.live.keys().next() else {
+                drop(r);
+                self.reclaim(None);
+                return;
+            };
+            // Every snapshot of that timestamp goes.
+            let gone: Vec<(Ts, u64)> = r
+                .live
+                .range((oldest, 0)..=(oldest, u64::MAX))
+                .map(|(k, _)| *k)
+                .collect();
+            for k in gone {
+                if let Some((_, reg)) = r.live.remove(&k) {
+                    reg.valid.store(false, Ordering::SeqCst);
+                    self.active.fetch_sub(1, Ordering::SeqCst);
+                    self.counters.invalidated.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            let next = r.live.keys().next().map(|k| k.0);
+            drop(r);
+            self.reclaim(next);
+        }
+    }
+
+    /// Drops every version no live snapshot can read: those with a
+    /// timestamp at or below `oldest` (all, if no snapshot is live).
+    fn reclaim(&self, oldest: Option<Ts>) {
+        let limit = oldest.unwrap_or(Ts::MAX);
+        loop {
+            let ck = {
+                let mut gc = self.gc.lock();
+                match gc.front() {
+                    Some(&(ts, _)) if ts <= limit => match gc.pop_front() {
+                        Some((_, ck)) => ck,
+                        None => return,
+                    },
+                    _ => return,
+                }
+            };
+            let Some(entry) = self.map.get(&ck) else {
+                continue;
+            };
+            let mut chain = entry.value().lock();
+            let keep = chain.iter().position(|v| v.ts > limit).unwrap_or(chain.len());
+            let freed: u64 = chain[..keep]
+                .iter()
+                .map(|v| VERSION_OVERHEAD + ck.len() as u64 + v.before.as_ref().map_or(0, |b| b.len() as u64))
+                .sum();
+            chain.drain(..keep);
+            self.bytes.fetch_sub(freed, Ordering::Relaxed);
+            self.count.fetch_sub(keep as u64, Ordering::Relaxed);
+            if chain.is_empty() {
+                entry.remove();
+            }
+        }
+    }
+
+    /// Gauges for statistics: (live snapshots, age of the oldest in
+    /// microseconds, versions kept, their bytes).
+    pub(crate) fn gauges(&self) -> (u64, u64, u64, u64) {
+        let r = self.reg.lock();
+        let oldest = r
+            .live
+            .values()
+            .map(|(t, _)| t.elapsed().as_micros() as u64)
+            .max()
+            .unwrap_or(0);
+        (
+            r.live.len() as u64,
+            oldest,
+            self.count.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_sees_the_value_before_the_first_later_change() {
+        let gate = Gate::new();
+        let v = Versions::new(1 << 20);
+        assert_eq!(v.begin(), None, "no snapshot: nothing is saved");
+        let s = v.register(&gate);
+        let t1 = v.begin().unwrap();
+        v.save(t1, b"t", b"k", Some(b"old".to_vec()));
+        v.end(t1);
+        let t2 = v.begin().unwrap();
+        v.save(t2, b"t", b"k", Some(b"mid".to_vec()));
+        v.save(t2, b"t", b"new", None);
+        v.end(t2);
+        assert_eq!(v.lookup(s.ts, b"t", b"k"), Some(Some(b"old".to_vec())));
+        assert_eq!(v.lookup(s.ts, b"t", b"new"), Some(None));
+        assert_eq!(v.lookup(s.ts, b"u", b"k"), None);
+        let later = v.register(&gate);
+        assert_eq!(later.ts, t2);
+        assert_eq!(v.lookup(later.ts, b"t", b"k"), None);
+        assert!(v.changed_since(s.ts, b"t", b"k"));
+        assert!(!v.changed_since(later.ts, b"t", b"k"));
+        let r = v.range(s.ts, b"t", Bound::Unbounded, Bound::Unbounded);
+        assert_eq!(
+            r,
+            vec![
+                (b"k".to_vec(), Some(b"old".to_vec())),
+                (b"new".to_vec(), None)
+            ]
+        );
+        v.release(&s);
+        assert_eq!(v.gauges().2, 0, "the later snapshot needs none of them");
+        v.release(&later);
+        assert_eq!(v.gauges(), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn going_over_budget_invalidates_the_oldest_snapshot_only() {
+        let gate = Gate::new();
+        let v = Versions::new(10_000);
+        let old = v.register(&gate);
+        let t = v.begin().unwrap();
+        v.save(t, b"t", b"a", Some(vec![0; 6000]));
+        v.end(t);
+        let young = v.register(&gate);
+        let t = v.begin().unwrap();
+        v.save(t, b"t", b"b", Some(vec![0; 6000]));
+        v.end(t);
+        assert!(v.over_budget());
+        v.enforce_budget();
+        assert!(!v.over_budget());
+        assert!(matches!(old.check(), Err(Error::SnapshotTooOld)));
+        young.check().unwrap();
+        assert_eq!(v.lookup(young.ts, b"t", b"b"), Some(Some(vec![0; 6000])));
+        v.release(&old);
+        v.release(&young);
+    }
+}
