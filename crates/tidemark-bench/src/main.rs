@@ -8,6 +8,7 @@ mod cache_pressure;
 mod checkpoint;
 mod read_after_checkpoint;
 mod report;
+mod snapshots;
 mod wal_scaling;
 
 use std::path::PathBuf;
@@ -69,6 +70,15 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
         threads: Vec<usize>,
     },
+    /// Writer throughput with 0, 1 and 8 long-lived snapshot readers.
+    Snapshots {
+        /// Writer threads.
+        #[arg(long, default_value_t = 1)]
+        writers: usize,
+        /// Reads per second of each reader.
+        #[arg(long, default_value_t = 2000)]
+        reader_rate: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -106,6 +116,16 @@ fn main() -> ExitCode {
             quick: cli.quick,
             json: cli.json,
             dir: cli.dir,
+        }),
+        Cmd::Snapshots {
+            writers,
+            reader_rate,
+        } => snapshots::run(&snapshots::Args {
+            quick: cli.quick,
+            json: cli.json,
+            dir: cli.dir,
+            writers,
+            reader_rate,
         }),
     };
     match r {

@@ -347,7 +347,7 @@ impl WriteTxn {
                 // Under the stripes: no other commit of these keys can
                 // slip in between this check and the apply.
                 let mut roots = BTreeMap::new();
-                for ((table, key), _) in &self.writes {
+                for (table, key) in self.writes.keys() {
                     if !roots.contains_key(table) {
                         if e.versions.dropped_since(table.as_bytes(), s) {
                             return Err(Error::Conflict(format!(
@@ -401,8 +401,11 @@ impl WriteTxn {
 /// transaction's own writes, in key order.
 pub struct TxnRange {
     base: std::iter::Peekable<Range>,
-    writes: std::iter::Peekable<std::vec::IntoIter<(Vec<u8>, Option<Vec<u8>>)>>,
+    writes: std::iter::Peekable<std::vec::IntoIter<OwnWrite>>,
 }
+
+/// A transaction's own write of one key (`None`: a delete).
+type OwnWrite = (Vec<u8>, Option<Vec<u8>>);
 
 impl Iterator for TxnRange {
     type Item = Result<(Vec<u8>, Vec<u8>)>;

@@ -206,9 +206,20 @@ impl Versions {
         if r.live.remove(&(s.ts, s.id)).is_some() {
             self.active.fetch_sub(1, Ordering::SeqCst);
         }
-        let oldest = r.live.keys().next().map(|k| k.0);
+        let limit = self.reclaim_limit(&r);
         drop(r);
-        self.reclaim(oldest);
+        self.reclaim(limit);
+    }
+
+    /// Versions at or below this timestamp no snapshot can read: the
+    /// oldest live one's, or (none live) the visible timestamp, since any
+    /// snapshot registered later starts at or above it. Computed under
+    /// `reg`, which registration holds while taking its timestamp.
+    fn reclaim_limit(&self, r: &Registry) -> Ts {
+        match r.live.keys().next() {
+            Some(&(oldest, _)) => oldest,
+            None => self.clock.lock().visible(),
+        }
     }
 
     /// A timestamp for a commit about to apply, if it must save
@@ -251,6 +262,10 @@ impl Versions {
     pub(crate) fn save(&self, ts: Ts, table: &[u8], key: &[u8], before: Option<Vec<u8>>) {
         let ck = compose(table, key);
         let size = VERSION_OVERHEAD + ck.len() as u64 + before.as_ref().map_or(0, |v| v.len() as u64);
+        // Charged before the version becomes visible to `reclaim`, which
+        // may uncharge it at once: the counters never go below zero.
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
         let mut before = Some(before);
         loop {
             let entry = self.map.get_or_insert_with(ck.clone(), || Mutex::new(Vec::new()));
@@ -268,8 +283,6 @@ impl Versions {
             break;
         }
         self.gc.lock().push_back((ts, ck));
-        self.bytes.fetch_add(size, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Whether kept versions are over budget (the committer then calls
@@ -334,8 +347,9 @@ impl Versions {
         while self.over_budget() {
             let mut r = self.reg.lock();
             let Some(&(oldest, _)) = r.live.keys().next() else {
+                let limit = self.reclaim_limit(&r);
                 drop(r);
-                self.reclaim(None);
+                self.reclaim(limit);
                 return;
             };
             // Every snapshot of that timestamp goes.
@@ -351,16 +365,15 @@ impl Versions {
                     self.counters.invalidated.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            let next = r.live.keys().next().map(|k| k.0);
+            let limit = self.reclaim_limit(&r);
             drop(r);
-            self.reclaim(next);
+            self.reclaim(limit);
         }
     }
 
-    /// Drops every version no live snapshot can read: those with a
-    /// timestamp at or below `oldest` (all, if no snapshot is live).
-    fn reclaim(&self, oldest: Option<Ts>) {
-        let limit = oldest.unwrap_or(Ts::MAX);
+    /// Drops every version with a timestamp at or below `limit` (see
+    /// [`Versions::reclaim_limit`]).
+    fn reclaim(&self, limit: Ts) {
         loop {
             let ck = {
                 let mut gc = self.gc.lock();
