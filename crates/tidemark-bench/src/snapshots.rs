@@ -48,7 +48,13 @@ fn key(k: u64) -> [u8; 8] {
     k.to_be_bytes()
 }
 
-fn measure(db: &Database, writers: usize, readers: usize, rate: u64, dur: Duration) -> BoxResult<Sample> {
+fn measure(
+    db: &Database,
+    writers: usize,
+    readers: usize,
+    rate: u64,
+    dur: Duration,
+) -> BoxResult<Sample> {
     let stop = Arc::new(AtomicBool::new(false));
     let writes = Arc::new(AtomicU64::new(0));
     let reads = Arc::new(AtomicU64::new(0));
@@ -93,7 +99,7 @@ fn measure(db: &Database, writers: usize, readers: usize, rate: u64, dur: Durati
                     }
                     n += 1;
                     let k = rng.gen_range(0..KEYS);
-                    let r = if n % 50 == 0 {
+                    let r = if n.is_multiple_of(50) {
                         let hi = (k + 100).min(KEYS);
                         snap.range("t", key(k)..key(hi)).and_then(|it| {
                             let mut c = 0;
@@ -105,7 +111,9 @@ fn measure(db: &Database, writers: usize, readers: usize, rate: u64, dur: Durati
                         })
                     } else {
                         snap.get("t", key(k)).and_then(|v| {
-                            v.map(|_| 1).ok_or_else(|| Error::InvalidOption("a prefilled key is missing".into()))
+                            v.map(|_| 1).ok_or_else(|| {
+                                Error::InvalidOption("a prefilled key is missing".into())
+                            })
                         })
                     };
                     match r {
@@ -130,7 +138,8 @@ fn measure(db: &Database, writers: usize, readers: usize, rate: u64, dur: Durati
     }
     stop.store(true, Ordering::Relaxed);
     for h in hs {
-        h.join().map_err(|_| crate::msg("benchmark thread panicked"))??;
+        h.join()
+            .map_err(|_| crate::msg("benchmark thread panicked"))??;
     }
     let secs = t0.elapsed().as_secs_f64();
     Ok(Sample {
@@ -171,7 +180,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             samples[i].push(measure(&db, a.writers, r, a.reader_rate, dur)?);
         }
     }
-    let budget = db.stats().cache_size / 10;
+    let budget = db.stats().versions_budget;
     db.close()?;
     let med = |i: usize, f: &dyn Fn(&Sample) -> f64| -> f64 {
         let mut v: Vec<f64> = samples[i].iter().map(f).collect();
@@ -184,7 +193,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         let reads = med(i, &|s| s.reads);
         let too_old: u64 = samples[i].iter().map(|s| s.too_old).sum();
         let snaps: u64 = samples[i].iter().map(|s| s.snapshots).sum();
-        let peak = samples[i].iter().map(|s| s.peak_versions_bytes).max().unwrap_or(0);
+        let peak = samples[i]
+            .iter()
+            .map(|s| s.peak_versions_bytes)
+            .max()
+            .unwrap_or(0);
         rows.push(json!({
             "readers": r, "writer_ops_per_s": w.round(), "ratio_to_no_readers": w / base.max(1e-9),
             "reader_reads_per_s": reads.round(), "snapshots_begun": snaps, "snapshot_too_old": too_old,
@@ -203,30 +216,50 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         );
         println!(
             "{:>8} {:>14} {:>10} {:>14} {:>10} {:>10} {:>14}",
-            "readers", "writer ops/s", "vs 0", "reader rows/s", "snapshots", "too old", "peak versions"
+            "readers",
+            "writer ops/s",
+            "vs 0",
+            "reader rows/s",
+            "snapshots",
+            "too old",
+            "peak versions"
         );
         for r in &rows {
             println!(
-                "{:>8} {:>14.0} {:>10.3} {:>14.0} {:>10} {:>10} {:>12.1}MB",
+                "{:>8} {:>14.0} {:>10.3} {:>14.0} {:>10} {:>10} {:>11.1}MiB",
                 r["readers"].as_u64().unwrap_or(0),
                 r["writer_ops_per_s"].as_f64().unwrap_or(0.0),
                 r["ratio_to_no_readers"].as_f64().unwrap_or(0.0),
                 r["reader_reads_per_s"].as_f64().unwrap_or(0.0),
                 r["snapshots_begun"].as_u64().unwrap_or(0),
                 r["snapshot_too_old"].as_u64().unwrap_or(0),
-                r["peak_versions_bytes"].as_f64().unwrap_or(0.0) / 1e6
+                r["peak_versions_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 20) as f64
             );
         }
     }
     let ratio = |i: usize| rows[i]["ratio_to_no_readers"].as_f64().unwrap_or(f64::NAN);
     let targets = vec![
-        Target::at_least("writer ops/s with 1 long-lived reader / with none", ratio(1), 0.8),
-        Target::at_least("writer ops/s with 8 long-lived readers / with none", ratio(2), 0.8),
+        Target::at_least(
+            "writer ops/s with 1 long-lived reader / with none",
+            ratio(1),
+            0.8,
+        ),
+        Target::at_least(
+            "writer ops/s with 8 long-lived readers / with none",
+            ratio(2),
+            0.8,
+        ),
     ];
     let figures = json!({
         "writers": a.writers, "keys": KEYS, "value_bytes": VALUE, "cache_bytes": cache,
-        "reader_rate_per_s": a.reader_rate, "seconds_per_point": dur.as_secs_f64(), "repetitions": reps,
+        "reader_rate_per_s": a.reader_rate, "versions_budget_bytes": budget, "seconds_per_point": dur.as_secs_f64(), "repetitions": reps,
         "rows": rows,
     });
-    Ok(report::finish(a.json, "snapshots", machine, figures, &targets))
+    Ok(report::finish(
+        a.json,
+        "snapshots",
+        machine,
+        figures,
+        &targets,
+    ))
 }

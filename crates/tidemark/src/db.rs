@@ -205,14 +205,13 @@ impl Builder {
     /// Opens the database in directory `path`, creating it if needed.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Database> {
         let cfg = self.pool_config()?;
-        let (engine, recovered) =
-            Engine::open(
-                path.as_ref(),
-                self.fs.clone(),
-                cfg,
-                self.log_segment_size,
-                self.version_bytes(),
-            )?;
+        let (engine, recovered) = Engine::open(
+            path.as_ref(),
+            self.fs.clone(),
+            cfg,
+            self.log_segment_size,
+            self.version_bytes(),
+        )?;
         let engine = Arc::new(engine);
         let shared = Arc::new(Shared {
             stop: Mutex::new(false),
@@ -225,6 +224,14 @@ impl Builder {
                 std::thread::Builder::new()
                     .name(format!("tidemark-evict-{i}"))
                     .spawn(move || cache::run_eviction_worker(&e.pool, &e.pager))?,
+            );
+        }
+        {
+            let e = engine.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("tidemark-versions".into())
+                    .spawn(move || e.versions.run_reclaimer())?,
             );
         }
         if let Some(every) = self.checkpoint_interval {
@@ -284,6 +291,7 @@ impl Inner {
         self.shared.cv.notify_all();
         self.engine.pool.shutdown.store(true, Ordering::Release);
         self.engine.pool.wake_workers();
+        self.engine.versions.stop_reclaimer();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
@@ -481,9 +489,7 @@ impl Database {
             })?;
             (ticket, out)
         };
-        if e.versions.over_budget() {
-            e.versions.enforce_budget();
-        }
+        e.versions.after_commit();
         e.wal.wait(ticket).inspect_err(|err| {
             e.pager.stop_writes(&format!("{err}"));
         })?;

@@ -20,9 +20,9 @@ use crate::page::{self, get_u64, PageKind, HEADER_SIZE, PAGE_SIZE};
 use crate::pagemap::{PageMap, CHUNK_ENTRIES, MAX_CHUNKS, NO_BLOCK};
 use crate::pager::Pager;
 use crate::stripes::Stripes;
+use crate::versions::{Ts, Versions};
 use crate::wal::record::LogOp;
 use crate::wal::recover::Recovered;
-use crate::versions::{Ts, Versions};
 use crate::wal::Wal;
 
 /// Page id of the catalog tree (table name -> root page id).

@@ -10,7 +10,8 @@ use crate::page::PAGE_SIZE;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Configured cache size in bytes.
+    /// Bytes of cache frames for pages: the configured `cache_size` less
+    /// the version budget.
     pub cache_size: u64,
     /// Bytes of cache frames holding pages or checkpoint shadow copies.
     pub cache_bytes_used: u64,
@@ -93,6 +94,8 @@ pub struct Stats {
     pub versions_kept: u64,
     /// Bytes charged for those versions (against the version budget).
     pub versions_bytes: u64,
+    /// The version budget in bytes (`version_budget` percent of `cache_size`).
+    pub versions_budget: u64,
     /// Write transactions refused with a conflict.
     pub txn_conflicts: u64,
     /// Reads and commits refused with `SnapshotTooOld`.
@@ -164,6 +167,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         snapshot_oldest_age_us: oldest,
         versions_kept: kept,
         versions_bytes: vbytes,
+        versions_budget: e.versions.budget(),
         txn_conflicts: v.conflicts.load(Ordering::Relaxed),
         snapshot_too_old_errors: v.too_old.load(Ordering::Relaxed),
         snapshots_invalidated: v.invalidated.load(Ordering::Relaxed),
@@ -215,6 +219,7 @@ impl Stats {
             ("snapshot_oldest_age_us", self.snapshot_oldest_age_us),
             ("versions_kept", self.versions_kept),
             ("versions_bytes", self.versions_bytes),
+            ("versions_budget", self.versions_budget),
             ("txn_conflicts", self.txn_conflicts),
             ("snapshot_too_old_errors", self.snapshot_too_old_errors),
             ("snapshots_invalidated", self.snapshots_invalidated),

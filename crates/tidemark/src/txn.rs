@@ -239,7 +239,12 @@ impl WriteTxn {
     }
 
     /// Sets `key` to `value` in `table` when the transaction commits.
-    pub fn put(&mut self, table: &str, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+    pub fn put(
+        &mut self,
+        table: &str,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         check_name(table)?;
         check_key(key)?;

@@ -28,9 +28,11 @@
 //!
 //! Memory: before-images are kept only while a snapshot older than them is
 //! live, and are reclaimed when the oldest snapshot ends. Their bytes are
-//! limited to a budget carved out of `cache_size`; a commit that takes the
-//! store over budget invalidates the oldest snapshots (oldest first) until
-//! reclaiming what only they needed brings it back under. An invalidated
+//! limited to a budget carved out of `cache_size`. Past 80 % of it, a
+//! background reclaimer invalidates the oldest snapshots (oldest first)
+//! until reclaiming what only they needed brings the store back under 80 %;
+//! a commit that finds the store over the budget itself (the reclaimer is
+//! behind) does the same on its own thread, down to the budget. An invalidated
 //! snapshot's next read fails with [`Error::SnapshotTooOld`]; writers never
 //! wait for readers.
 
@@ -40,8 +42,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_skiplist::SkipMap;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::gate::Gate;
@@ -60,7 +61,7 @@ struct Version {
 }
 
 /// The versions of one key, oldest first.
-type Chain = Mutex<Vec<Version>>;
+type Chain = Vec<Version>;
 
 /// A registered snapshot; dropping it does not release it (call
 /// [`Versions::release`]).
@@ -119,13 +120,18 @@ pub(crate) struct Versions {
     /// Number of valid registered snapshots; changed only under `reg`.
     active: AtomicUsize,
     clock: Mutex<Clock>,
-    map: SkipMap<Vec<u8>, Chain>,
+    /// Ordered by store key, so range scans can merge it with the tree.
+    /// Held for one insert, lookup or leaf-sized range at a time.
+    map: RwLock<BTreeMap<Vec<u8>, Chain>>,
     /// (timestamp, key) of every saved version, roughly in timestamp order.
     gc: Mutex<VecDeque<(Ts, Vec<u8>)>>,
     bytes: AtomicU64,
     count: AtomicU64,
     /// Timestamp of the last drop of each table.
     drops: Mutex<HashMap<Vec<u8>, Ts>>,
+    /// (reclaim requested, stop) for the background reclaimer.
+    wake: Mutex<(bool, bool)>,
+    wake_cv: Condvar,
     pub(crate) counters: VersionCounters,
 }
 
@@ -167,13 +173,20 @@ impl Versions {
                 next: 1,
                 inflight: BTreeSet::new(),
             }),
-            map: SkipMap::new(),
+            map: RwLock::new(BTreeMap::new()),
             gc: Mutex::new(VecDeque::new()),
             bytes: AtomicU64::new(0),
             count: AtomicU64::new(0),
             drops: Mutex::new(HashMap::new()),
+            wake: Mutex::new((false, false)),
+            wake_cv: Condvar::new(),
             counters: VersionCounters::default(),
         }
+    }
+
+    /// Bytes versions may use.
+    pub(crate) fn budget(&self) -> u64 {
+        self.budget
     }
 
     /// Registers a snapshot of everything committed so far.
@@ -261,41 +274,76 @@ impl Versions {
     /// it. Must run before the tree changes.
     pub(crate) fn save(&self, ts: Ts, table: &[u8], key: &[u8], before: Option<Vec<u8>>) {
         let ck = compose(table, key);
-        let size = VERSION_OVERHEAD + ck.len() as u64 + before.as_ref().map_or(0, |v| v.len() as u64);
+        let size =
+            VERSION_OVERHEAD + ck.len() as u64 + before.as_ref().map_or(0, |v| v.len() as u64);
         // Charged before the version becomes visible to `reclaim`, which
         // may uncharge it at once: the counters never go below zero.
         self.bytes.fetch_add(size, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
-        let mut before = Some(before);
-        loop {
-            let entry = self.map.get_or_insert_with(ck.clone(), || Mutex::new(Vec::new()));
-            let mut chain = entry.value().lock();
-            // Reclaiming removes an emptied chain under its lock; a chain
-            // found removed is retried so no version is lost.
-            if entry.is_removed() {
-                continue;
-            }
-            chain.push(Version {
-                ts,
-                // Taken once: the loop only repeats before this point.
-                before: before.take().unwrap_or_default(),
-            });
-            break;
-        }
+        self.map
+            .write()
+            .entry(ck.clone())
+            .or_default()
+            .push(Version { ts, before });
         self.gc.lock().push_back((ts, ck));
     }
 
-    /// Whether kept versions are over budget (the committer then calls
-    /// [`Versions::enforce_budget`] once outside the gate).
-    pub(crate) fn over_budget(&self) -> bool {
+    /// Bytes above which the background reclaimer is asked to bring the
+    /// versions down (80 % of the budget).
+    fn soft_limit(&self) -> u64 {
+        self.budget / 5 * 4
+    }
+
+    /// Called by a committer once it has left the gate: past 80 % of the
+    /// budget, wakes the background reclaimer; past the budget itself (the
+    /// reclaimer is behind), enforces it on this thread.
+    pub(crate) fn after_commit(&self) {
+        let b = self.bytes.load(Ordering::Relaxed);
+        if b > self.budget {
+            self.enforce(self.budget);
+        } else if b > self.soft_limit() {
+            let mut w = self.wake.lock();
+            if !w.0 {
+                w.0 = true;
+                self.wake_cv.notify_one();
+            }
+        }
+    }
+
+    /// The background reclaimer: keeps the versions under 80 % of the
+    /// budget, so committers rarely do it. Returns when `stop` is set.
+    pub(crate) fn run_reclaimer(&self) {
+        loop {
+            {
+                let mut w = self.wake.lock();
+                while !w.0 && !w.1 {
+                    self.wake_cv.wait(&mut w);
+                }
+                if w.1 {
+                    return;
+                }
+                w.0 = false;
+            }
+            self.enforce(self.soft_limit());
+        }
+    }
+
+    /// Stops [`Versions::run_reclaimer`].
+    pub(crate) fn stop_reclaimer(&self) {
+        self.wake.lock().1 = true;
+        self.wake_cv.notify_all();
+    }
+
+    /// Whether kept versions are over budget.
+    #[cfg(test)]
+    fn over_budget(&self) -> bool {
         self.bytes.load(Ordering::Relaxed) > self.budget
     }
 
     /// What snapshot `s` sees for `key` if a version decides it.
     pub(crate) fn lookup(&self, s: Ts, table: &[u8], key: &[u8]) -> Seen {
-        let entry = self.map.get(&compose(table, key))?;
-        let chain = entry.value().lock();
-        chain
+        let map = self.map.read();
+        map.get(&compose(table, key))?
             .iter()
             .find(|v| v.ts > s)
             .map(|v| v.before.clone())
@@ -304,8 +352,9 @@ impl Versions {
     /// Whether a commit after `s` changed `key` (a write conflict).
     pub(crate) fn changed_since(&self, s: Ts, table: &[u8], key: &[u8]) -> bool {
         self.map
+            .read()
             .get(&compose(table, key))
-            .is_some_and(|e| e.value().lock().last().is_some_and(|v| v.ts > s))
+            .is_some_and(|c| c.last().is_some_and(|v| v.ts > s))
     }
 
     /// Keys of `table` in `(lo, hi)` whose value at `s` a version decides,
@@ -332,10 +381,9 @@ impl Versions {
             Bound::Unbounded => Bound::Excluded(table_end(table)),
         };
         let mut out = Vec::new();
-        for e in self.map.range::<Vec<u8>, _>((lo, hi)) {
-            let chain = e.value().lock();
+        for (k, chain) in self.map.read().range::<Vec<u8>, _>((lo, hi)) {
             if let Some(v) = chain.iter().find(|v| v.ts > s) {
-                out.push((e.key()[prefix..].to_vec(), v.before.clone()));
+                out.push((k[prefix..].to_vec(), v.before.clone()));
             }
         }
         out
@@ -343,8 +391,14 @@ impl Versions {
 
     /// Invalidates the oldest snapshots until the kept versions fit the
     /// budget again. Never waits for a reader.
-    pub(crate) fn enforce_budget(&self) {
-        while self.over_budget() {
+    #[cfg(test)]
+    fn enforce_budget(&self) {
+        self.enforce(self.budget)
+    }
+
+    /// [`Versions::enforce_budget`] against `limit` bytes.
+    fn enforce(&self, limit: u64) {
+        while self.bytes.load(Ordering::Relaxed) > limit {
             let mut r = self.reg.lock();
             let Some(&(oldest, _)) = r.live.keys().next() else {
                 let limit = self.reclaim_limit(&r);
@@ -374,32 +428,54 @@ impl Versions {
     /// Drops every version with a timestamp at or below `limit` (see
     /// [`Versions::reclaim_limit`]).
     fn reclaim(&self, limit: Ts) {
+        /// Keys handled per hold of the map's write lock, so readers and
+        /// committers wait at most that long.
+        const BATCH: usize = 256;
         loop {
-            let ck = {
+            let keys: Vec<Vec<u8>> = {
                 let mut gc = self.gc.lock();
-                match gc.front() {
-                    Some(&(ts, _)) if ts <= limit => match gc.pop_front() {
-                        Some((_, ck)) => ck,
-                        None => return,
-                    },
-                    _ => return,
+                let mut keys = Vec::new();
+                while keys.len() < BATCH {
+                    match gc.front() {
+                        Some(&(ts, _)) if ts <= limit => {}
+                        _ => break,
+                    }
+                    if let Some((_, ck)) = gc.pop_front() {
+                        keys.push(ck);
+                    }
                 }
+                keys
             };
-            let Some(entry) = self.map.get(&ck) else {
-                continue;
-            };
-            let mut chain = entry.value().lock();
-            let keep = chain.iter().position(|v| v.ts > limit).unwrap_or(chain.len());
-            let freed: u64 = chain[..keep]
-                .iter()
-                .map(|v| VERSION_OVERHEAD + ck.len() as u64 + v.before.as_ref().map_or(0, |b| b.len() as u64))
-                .sum();
-            chain.drain(..keep);
-            self.bytes.fetch_sub(freed, Ordering::Relaxed);
-            self.count.fetch_sub(keep as u64, Ordering::Relaxed);
-            if chain.is_empty() {
-                entry.remove();
+            if keys.is_empty() {
+                return;
             }
+            let (mut freed, mut n) = (0u64, 0u64);
+            let mut map = self.map.write();
+            for ck in keys {
+                let Some(chain) = map.get_mut(&ck) else {
+                    continue;
+                };
+                let keep = chain
+                    .iter()
+                    .position(|v| v.ts > limit)
+                    .unwrap_or(chain.len());
+                freed += chain[..keep]
+                    .iter()
+                    .map(|v| {
+                        VERSION_OVERHEAD
+                            + ck.len() as u64
+                            + v.before.as_ref().map_or(0, |b| b.len() as u64)
+                    })
+                    .sum::<u64>();
+                n += keep as u64;
+                chain.drain(..keep);
+                if chain.is_empty() {
+                    map.remove(&ck);
+                }
+            }
+            drop(map);
+            self.bytes.fetch_sub(freed, Ordering::Relaxed);
+            self.count.fetch_sub(n, Ordering::Relaxed);
         }
     }
 

@@ -218,20 +218,32 @@ fn run(fault: Option<Fault>) -> (SimFs, Outcome) {
 /// Reopens a crash image and checks it against the rules.
 fn check_image(fs: &SimFs, power_loss: bool, fault: Fault, o: &Outcome) {
     let img = fs.crash_image(power_loss);
-    let what = if power_loss { "power loss" } else { "process crash" };
+    let what = if power_loss {
+        "power loss"
+    } else {
+        "process crash"
+    };
     let db = match open(&img, Path::new("/db")) {
         Ok(db) => db,
         Err(e) => panic!("{what} under {fault:?}: reopening failed: {e}"),
     };
     let report = db.verify().expect("verify runs");
     assert!(report.is_ok(), "{what} under {fault:?}: {report:?}");
-    let min = if power_loss { o.min_power } else { o.min_process };
+    let min = if power_loss {
+        o.min_power
+    } else {
+        o.min_process
+    };
     assert_prefix(what, fault, &read_state(&db), o, min);
     // Recovery left a log that recovers again to the same state.
     let before = read_state(&db);
     drop(db);
     let again = open(&img, Path::new("/db")).expect("second reopen");
-    assert_eq!(read_state(&again), before, "{what} under {fault:?}: not idempotent");
+    assert_eq!(
+        read_state(&again),
+        before,
+        "{what} under {fault:?}: not idempotent"
+    );
 }
 
 #[test]
@@ -271,5 +283,8 @@ fn every_write_and_sync_fault_keeps_the_log_rules() {
     eprintln!("{writes} writes, {syncs} syncs: {failed_runs} runs saw a failure");
     // Most faults must have been noticed; a few (a failed rename while
     // recycling a segment, say) are absorbed and counted.
-    assert!(failed_runs > (2 * writes + syncs) as usize / 2, "{failed_runs}");
+    assert!(
+        failed_runs > (2 * writes + syncs) as usize / 2,
+        "{failed_runs}"
+    );
 }

@@ -168,14 +168,21 @@ fn bank_transfers_keep_the_total_in_every_snapshot_and_crash() {
         for power_loss in [false, true] {
             let img = fs.crash_image(power_loss);
             let db2 = open(&img, dir.path());
-            assert_eq!(bank_total(&db2), total, "round {round}, power loss {power_loss}");
+            assert_eq!(
+                bank_total(&db2),
+                total,
+                "round {round}, power loss {power_loss}"
+            );
             assert!(db2.verify().unwrap().is_ok());
         }
     }
     assert_eq!(committed, transfers / rounds / 4 * 4 * rounds);
     assert!(audits > 0, "no audit completed");
     let s = db.stats();
-    assert!(s.txn_conflicts > 0, "4 threads over 64 accounts never conflicted: {s:?}");
+    assert!(
+        s.txn_conflicts > 0,
+        "4 threads over 64 accounts never conflicted: {s:?}"
+    );
     eprintln!(
         "{committed} transfers, {audits} audits, {} conflicts, {} too old",
         s.txn_conflicts, s.snapshot_too_old_errors
@@ -190,11 +197,15 @@ fn concurrent_increments_lose_no_update() {
     let dir = tempfile::tempdir().unwrap();
     let fs = SimFs::new();
     let db = open(&fs, dir.path());
-    db.table("c").unwrap().put(b"n", 0u64.to_le_bytes()).unwrap();
+    db.table("c")
+        .unwrap()
+        .put(b"n", 0u64.to_le_bytes())
+        .unwrap();
     let threads = 8u64;
     let per = 300u64;
     let wins = AtomicU64::new(0);
     let attempts = AtomicU64::new(0);
+    let too_old = AtomicU64::new(0);
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
@@ -202,12 +213,25 @@ fn concurrent_increments_lose_no_update() {
                 while mine < per {
                     attempts.fetch_add(1, Ordering::Relaxed);
                     let mut tx = db.begin_write();
-                    let v = tx.get("c", b"n").unwrap().unwrap();
+                    // The test's tiny version budget can run out while a
+                    // preempted transaction waits: that attempt is refused
+                    // as too old, not as a conflict.
+                    let v = match tx.get("c", b"n") {
+                        Ok(v) => v.unwrap(),
+                        Err(Error::SnapshotTooOld) => {
+                            too_old.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        Err(e) => panic!("{e}"),
+                    };
                     let n = u64::from_le_bytes(v.try_into().unwrap());
                     tx.put("c", b"n", (n + 1).to_le_bytes()).unwrap();
                     match tx.commit() {
                         Ok(()) => mine += 1,
                         Err(Error::Conflict(_)) => {}
+                        Err(Error::SnapshotTooOld) => {
+                            too_old.fetch_add(1, Ordering::Relaxed);
+                        }
                         Err(e) => panic!("{e}"),
                     }
                 }
@@ -219,11 +243,14 @@ fn concurrent_increments_lose_no_update() {
     let n = u64::from_le_bytes(v.try_into().unwrap());
     assert_eq!(n, wins.load(Ordering::Relaxed));
     assert_eq!(n, threads * per);
-    // Every attempt that did not win was refused as a conflict, and counted.
+    // Every other attempt was refused as a conflict or as too old, and
+    // counted as such.
+    let s = db.stats();
     assert_eq!(
-        db.stats().txn_conflicts,
-        attempts.load(Ordering::Relaxed) - n
+        s.txn_conflicts,
+        attempts.load(Ordering::Relaxed) - n - too_old.load(Ordering::Relaxed)
     );
+    assert_eq!(s.snapshot_too_old_errors, too_old.load(Ordering::Relaxed));
 }
 
 #[test]
@@ -241,7 +268,11 @@ fn first_committer_wins_and_the_loser_applies_nothing() {
     a.commit().unwrap();
     assert!(matches!(b.commit(), Err(Error::Conflict(_))));
     assert_eq!(t.get(b"x").unwrap().as_deref(), Some(&b"a"[..]));
-    assert_eq!(t.get(b"other").unwrap(), None, "the loser applied part of itself");
+    assert_eq!(
+        t.get(b"other").unwrap(),
+        None,
+        "the loser applied part of itself"
+    );
     // A plain write after a transaction began conflicts with it too.
     let mut c = db.begin_write();
     c.put("t", b"x", b"c").unwrap();
@@ -269,7 +300,10 @@ fn first_committer_wins_and_the_loser_applies_nothing() {
     drop(f);
     assert_eq!(
         common::dump(&t),
-        vec![(b"d".to_vec(), b"1".to_vec()), (b"e".to_vec(), b"1".to_vec())]
+        vec![
+            (b"d".to_vec(), b"1".to_vec()),
+            (b"e".to_vec(), b"1".to_vec())
+        ]
     );
     assert_eq!(db.stats().txn_conflicts, 2);
 }
@@ -309,7 +343,10 @@ fn a_snapshot_sees_one_state_while_writers_go_on() {
         .map(|r| r.unwrap())
         .collect();
     assert_eq!(back.into_iter().rev().collect::<Vec<_>>(), fwd);
-    assert_eq!(snap.get("t", 2u32.to_be_bytes()).unwrap().as_deref(), Some(&b"before"[..]));
+    assert_eq!(
+        snap.get("t", 2u32.to_be_bytes()).unwrap().as_deref(),
+        Some(&b"before"[..])
+    );
     assert_eq!(snap.get("t", 1000u32.to_be_bytes()).unwrap(), None);
     // A table created after the snapshot reads empty through it.
     assert_eq!(snap.get("other", b"k").unwrap(), None);
@@ -318,16 +355,28 @@ fn a_snapshot_sees_one_state_while_writers_go_on() {
     assert!(s.versions_kept >= 500, "{s:?}");
     // Checkpoints go on and write the newest committed state.
     db.checkpoint().unwrap();
-    assert_eq!(snap.get("t", 0u32.to_be_bytes()).unwrap().as_deref(), Some(&b"before"[..]));
+    assert_eq!(
+        snap.get("t", 0u32.to_be_bytes()).unwrap().as_deref(),
+        Some(&b"before"[..])
+    );
     drop(snap);
     let s = db.stats();
-    assert_eq!((s.snapshots_active, s.versions_kept, s.versions_bytes), (0, 0, 0));
-    assert_eq!(t.get(0u32.to_be_bytes()).unwrap().as_deref(), Some(&b"after"[..]));
+    assert_eq!(
+        (s.snapshots_active, s.versions_kept, s.versions_bytes),
+        (0, 0, 0)
+    );
+    assert_eq!(
+        t.get(0u32.to_be_bytes()).unwrap().as_deref(),
+        Some(&b"after"[..])
+    );
     // Dropping a table ends what older snapshots can read of it.
     let snap = db.begin_read();
     db.drop_table("other").unwrap();
     db.table("other").unwrap();
-    assert!(matches!(snap.get("other", b"k"), Err(Error::TableDropped(_))));
+    assert!(matches!(
+        snap.get("other", b"k"),
+        Err(Error::TableDropped(_))
+    ));
 }
 
 #[test]
@@ -337,7 +386,8 @@ fn batches_are_seen_whole_by_plain_reads_and_snapshots() {
     let db = open(&fs, dir.path());
     let t = db.table("t").unwrap();
     let mut b = WriteBatch::new();
-    b.put("t", b"a", 0u64.to_le_bytes()).put("t", b"b", 0u64.to_le_bytes());
+    b.put("t", b"a", 0u64.to_le_bytes())
+        .put("t", b"b", 0u64.to_le_bytes());
     db.write(&b).unwrap();
     let stop = AtomicBool::new(false);
     let n = |v: Option<Vec<u8>>| u64::from_le_bytes(v.unwrap().try_into().unwrap());
@@ -345,7 +395,8 @@ fn batches_are_seen_whole_by_plain_reads_and_snapshots() {
         s.spawn(|| {
             for i in 1..=5000u64 {
                 let mut b = WriteBatch::new();
-                b.put("t", b"a", i.to_le_bytes()).put("t", b"b", i.to_le_bytes());
+                b.put("t", b"a", i.to_le_bytes())
+                    .put("t", b"b", i.to_le_bytes());
                 db.write(&b).unwrap();
             }
             stop.store(true, Ordering::Relaxed);
@@ -402,7 +453,10 @@ fn a_long_snapshot_never_holds_more_than_the_budget() {
         max_kept = max_kept.max(db.stats().versions_bytes);
     }
     // One commit's versions may pass the budget before it is enforced.
-    assert!(max_kept <= budget + 1024, "kept {max_kept} bytes, budget {budget}");
+    assert!(
+        max_kept <= budget + 1024,
+        "kept {max_kept} bytes, budget {budget}"
+    );
     match snap.get("t", 5u32.to_be_bytes()) {
         Ok(v) => assert_eq!(v.as_deref(), Some(&[1u8; 500][..])),
         Err(Error::SnapshotTooOld) => {}
@@ -414,7 +468,10 @@ fn a_long_snapshot_never_holds_more_than_the_budget() {
     assert!(s.snapshot_too_old_errors >= 1);
     // A new snapshot works.
     let fresh = db.begin_read();
-    assert_eq!(fresh.get("t", 5u32.to_be_bytes()).unwrap().as_deref(), Some(&[2u8; 500][..]));
+    assert_eq!(
+        fresh.get("t", 5u32.to_be_bytes()).unwrap().as_deref(),
+        Some(&[2u8; 500][..])
+    );
 }
 
 /// Interleaved transactions against a reference that implements snapshot
