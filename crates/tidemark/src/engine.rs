@@ -9,7 +9,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::alloc::BlockAlloc;
-use crate::btree::{node, overflow, StoredValue, Tree};
+use crate::btree::{node, overflow, Keep, StoredValue, Tree};
 use crate::cache::{BufferPool, PoolConfig};
 use crate::checkpoint::{CheckpointCounters, Durable};
 use crate::error::{Error, Result};
@@ -170,8 +170,11 @@ impl Engine {
         let mut w = self.pool.new_page(&self.pager, root)?;
         node::init_leaf(w.bytes_mut()?, root);
         drop(w);
-        self.tree(CATALOG_ROOT)
-            .put(name, &StoredValue::Inline(root.to_le_bytes().to_vec()))?;
+        self.tree(CATALOG_ROOT).put(
+            name,
+            &StoredValue::Inline(root.to_le_bytes().to_vec()),
+            None,
+        )?;
         Ok(root)
     }
 
@@ -183,19 +186,10 @@ impl Engine {
             pages.push(p);
             Ok(())
         })?;
-        self.tree(CATALOG_ROOT).delete(name)?;
+        self.tree(CATALOG_ROOT).delete(name, None)?;
         for p in pages {
             self.pool.discard(&self.pager, p)?;
             self.pager.free_pid(p);
-        }
-        Ok(())
-    }
-
-    /// Keeps the value of `key` before a tracked commit changes it.
-    fn keep_before(&self, root: u64, key: &[u8], track: Track<'_>) -> Result<()> {
-        if let Some((ts, table)) = track {
-            let before = self.tree(root).get(key)?;
-            self.versions.save(ts, table, key, before);
         }
         Ok(())
     }
@@ -208,7 +202,6 @@ impl Engine {
         value: &[u8],
         track: Track<'_>,
     ) -> Result<()> {
-        self.keep_before(root, key, track)?;
         let stored = if node::fits_inline(key.len(), value.len()) {
             StoredValue::Inline(value.to_vec())
         } else {
@@ -218,7 +211,16 @@ impl Engine {
             }
         };
         let tree = self.tree(root);
-        if let Some(old) = tree.put(key, &stored)? {
+        let mut save = |before| {
+            if let Some((ts, table)) = track {
+                self.versions.save(ts, table, key, before);
+            }
+        };
+        let keep: Keep<'_> = match track {
+            Some(_) => Some(&mut save),
+            None => None,
+        };
+        if let Some(old) = tree.put(key, &stored, keep)? {
             tree.free_value(&old)?;
         }
         Ok(())
@@ -226,9 +228,17 @@ impl Engine {
 
     /// Removes `key` from the tree rooted at `root`; whether it was there.
     pub(crate) fn apply_delete(&self, root: u64, key: &[u8], track: Track<'_>) -> Result<bool> {
-        self.keep_before(root, key, track)?;
         let tree = self.tree(root);
-        match tree.delete(key)? {
+        let mut save = |before| {
+            if let Some((ts, table)) = track {
+                self.versions.save(ts, table, key, before);
+            }
+        };
+        let keep: Keep<'_> = match track {
+            Some(_) => Some(&mut save),
+            None => None,
+        };
+        match tree.delete(key, keep)? {
             Some(old) => {
                 tree.free_value(&old)?;
                 Ok(true)

@@ -97,6 +97,9 @@ fn check_child_level(parent: &[u8], child: &[u8], pid: u64) -> Result<()> {
     Ok(())
 }
 
+/// Receives a key's previous value before a put or delete changes it.
+pub(crate) type Keep<'k> = Option<&'k mut dyn FnMut(Option<Vec<u8>>)>;
+
 impl<'a> Tree<'a> {
     fn read_value(&self, v: LeafValue<'_>) -> Result<Vec<u8>> {
         match v {
@@ -132,20 +135,42 @@ impl<'a> Tree<'a> {
         }
     }
 
-    /// Inserts or replaces; returns the previous value as stored.
-    pub(crate) fn put(&self, key: &[u8], value: &StoredValue) -> Result<Option<StoredValue>> {
+    /// Inserts or replaces; returns the previous value as stored. `keep`,
+    /// if given, receives the previous value (`None`: absent) once, under
+    /// the leaf's exclusive latch, just before the leaf changes: a reader
+    /// that sees the change can find what `keep` kept (snapshots).
+    pub(crate) fn put(
+        &self,
+        key: &[u8],
+        value: &StoredValue,
+        mut keep: Keep<'_>,
+    ) -> Result<Option<StoredValue>> {
         let cell = node::encode_leaf_cell(key, value.as_leaf());
-        if let Some(old) = self.put_optimistic(key, &cell)? {
+        if let Some(old) = self.put_optimistic(key, &cell, &mut keep)? {
             return Ok(old);
         }
-        self.put_pessimistic(key, &cell)
+        self.put_pessimistic(key, &cell, &mut keep)
+    }
+
+    /// Hands the value at leaf index `i` (`None`: absent) to `keep`.
+    fn keep_old(&self, b: &[u8], i: Option<usize>, keep: &mut Keep<'_>) -> Result<()> {
+        if let Some(k) = keep.as_mut() {
+            let old = match i {
+                Some(i) => Some(self.read_value(node::leaf_value(b, i))?),
+                None => None,
+            };
+            k(old);
+        }
+        Ok(())
     }
 
     /// Puts into the leaf if it fits: `Some(previous)`; `None` if it must split.
     fn leaf_put(
+        &self,
         w: &mut PageWrite<'_>,
         key: &[u8],
         cell: &[u8],
+        keep: &mut Keep<'_>,
     ) -> Result<Option<Option<StoredValue>>> {
         match node::search(w.bytes(), key) {
             Ok(i) => {
@@ -153,6 +178,7 @@ impl<'a> Tree<'a> {
                 if node::free_space(w.bytes()) + node::cell(w.bytes(), i).len() < cell.len() {
                     return Ok(None);
                 }
+                self.keep_old(w.bytes(), Some(i), keep)?;
                 let b = w.bytes_mut()?;
                 node::remove(b, i);
                 let ok = node::insert_cell(b, i, cell);
@@ -163,6 +189,7 @@ impl<'a> Tree<'a> {
                 if !node::can_insert(w.bytes(), cell.len()) {
                     return Ok(None);
                 }
+                self.keep_old(w.bytes(), None, keep)?;
                 let ok = node::insert_cell(w.bytes_mut()?, i, cell);
                 debug_assert!(ok, "space was checked");
                 Ok(Some(None))
@@ -177,7 +204,12 @@ impl<'a> Tree<'a> {
         }
     }
 
-    fn put_optimistic(&self, key: &[u8], cell: &[u8]) -> Result<Option<Option<StoredValue>>> {
+    fn put_optimistic(
+        &self,
+        key: &[u8],
+        cell: &[u8],
+        keep: &mut Keep<'_>,
+    ) -> Result<Option<Option<StoredValue>>> {
         let mut g = self.pool.fix_shared(self.pager, self.root)?;
         if node::is_leaf(g.bytes()) {
             drop(g);
@@ -185,7 +217,7 @@ impl<'a> Tree<'a> {
             if !node::is_leaf(w.bytes()) {
                 return Ok(None);
             }
-            return Self::leaf_put(&mut w, key, cell);
+            return self.leaf_put(&mut w, key, cell, keep);
         }
         for _ in 0..MAX_DEPTH {
             let c = node::child(g.bytes(), node::child_index(g.bytes(), key));
@@ -193,7 +225,7 @@ impl<'a> Tree<'a> {
                 let mut w = self.pool.fix_exclusive(self.pager, c)?;
                 check_child_level(g.bytes(), w.bytes(), c)?;
                 drop(g);
-                return Self::leaf_put(&mut w, key, cell);
+                return self.leaf_put(&mut w, key, cell, keep);
             }
             let cg = self.pool.fix_shared(self.pager, c)?;
             check_child_level(g.bytes(), cg.bytes(), c)?;
@@ -205,7 +237,12 @@ impl<'a> Tree<'a> {
         ))
     }
 
-    fn put_pessimistic(&self, key: &[u8], cell: &[u8]) -> Result<Option<StoredValue>> {
+    fn put_pessimistic(
+        &self,
+        key: &[u8],
+        cell: &[u8],
+        keep: &mut Keep<'_>,
+    ) -> Result<Option<StoredValue>> {
         // `path` holds the ancestors that may have to take a separator, each
         // with the index of the child we went down.
         let mut path: Vec<(PageWrite<'a>, usize)> = Vec::new();
@@ -234,7 +271,7 @@ impl<'a> Tree<'a> {
             }
             w = cw;
         }
-        if let Some(old) = Self::leaf_put(&mut w, key, cell)? {
+        if let Some(old) = self.leaf_put(&mut w, key, cell, keep)? {
             return Ok(old);
         }
         // The leaf must split.
@@ -246,6 +283,7 @@ impl<'a> Tree<'a> {
             ),
             Err(i) => (i, false, None),
         };
+        self.keep_old(w.bytes(), replace.then_some(i), keep)?;
         self.split_upwards(w, path, i, cell.to_vec(), replace)?;
         Ok(old)
     }
@@ -301,15 +339,16 @@ impl<'a> Tree<'a> {
         }
     }
 
-    /// Removes `key`; returns the value as it was stored.
-    pub(crate) fn delete(&self, key: &[u8]) -> Result<Option<StoredValue>> {
+    /// Removes `key`; returns the value as it was stored. `keep` as for
+    /// [`Tree::put`] (not called when the key is absent: nothing changes).
+    pub(crate) fn delete(&self, key: &[u8], mut keep: Keep<'_>) -> Result<Option<StoredValue>> {
         let mut g = self.pool.fix_shared(self.pager, self.root)?;
         let mut w = if node::is_leaf(g.bytes()) {
             drop(g);
             let w = self.pool.fix_exclusive(self.pager, self.root)?;
             if !node::is_leaf(w.bytes()) {
                 drop(w);
-                return self.delete(key);
+                return self.delete(key, keep);
             }
             w
         } else {
@@ -336,6 +375,7 @@ impl<'a> Tree<'a> {
         match node::search(w.bytes(), key) {
             Ok(i) => {
                 let old = StoredValue::from_leaf(node::leaf_value(w.bytes(), i));
+                self.keep_old(w.bytes(), Some(i), &mut keep)?;
                 node::remove(w.bytes_mut()?, i);
                 Ok(Some(old))
             }
