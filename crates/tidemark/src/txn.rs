@@ -2,7 +2,7 @@
 //! transactions ([`WriteTxn`]) with first-committer-wins conflicts. The
 //! versions they read through live in `versions`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
@@ -16,13 +16,20 @@ use crate::wal::Durability;
 pub(crate) struct Snap {
     db: Database,
     pub(crate) reg: Arc<SnapshotReg>,
+    /// Handles of the tables read so far (a catalog lookup per read would
+    /// double its cost).
+    tables: parking_lot::Mutex<HashMap<String, Table>>,
 }
 
 impl Snap {
     pub(crate) fn new(db: Database) -> Snap {
         let e = db.engine();
         let reg = e.versions.register(&e.gate);
-        Snap { db, reg }
+        Snap {
+            db,
+            reg,
+            tables: Default::default(),
+        }
     }
 
     /// [`SnapshotReg::check`], counting refusals.
@@ -60,7 +67,12 @@ impl Snap {
         if e.versions.dropped_since(name.as_bytes(), self.reg.ts) {
             return Err(Error::TableDropped(name.to_string()));
         }
-        self.db.open_table(name)
+        if let Some(t) = self.tables.lock().get(name) {
+            return Ok(t.clone());
+        }
+        let t = self.db.open_table(name)?;
+        self.tables.lock().insert(name.to_string(), t.clone());
+        Ok(t)
     }
 
     /// Corrects one leaf's worth of tree entries covering `(from, to)` to

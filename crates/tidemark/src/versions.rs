@@ -128,7 +128,7 @@ pub(crate) struct Versions {
     bytes: AtomicU64,
     count: AtomicU64,
     /// Timestamp of the last drop of each table.
-    drops: Mutex<HashMap<Vec<u8>, Ts>>,
+    drops: RwLock<HashMap<Vec<u8>, Ts>>,
     /// (reclaim requested, stop) for the background reclaimer.
     wake: Mutex<(bool, bool)>,
     wake_cv: Condvar,
@@ -177,7 +177,7 @@ impl Versions {
             gc: Mutex::new(VecDeque::new()),
             bytes: AtomicU64::new(0),
             count: AtomicU64::new(0),
-            drops: Mutex::new(HashMap::new()),
+            drops: RwLock::new(HashMap::new()),
             wake: Mutex::new((false, false)),
             wake_cv: Condvar::new(),
             counters: VersionCounters::default(),
@@ -262,12 +262,12 @@ impl Versions {
             c.next += 1;
             c.next - 1
         });
-        self.drops.lock().insert(table.to_vec(), ts);
+        self.drops.write().insert(table.to_vec(), ts);
     }
 
     /// Whether `table` was dropped after snapshot `s` began.
     pub(crate) fn dropped_since(&self, table: &[u8], s: Ts) -> bool {
-        self.drops.lock().get(table).is_some_and(|&d| d > s)
+        self.drops.read().get(table).is_some_and(|&d| d > s)
     }
 
     /// Saves `before`, the value of `key` before the commit `ts` changes
