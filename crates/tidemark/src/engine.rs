@@ -211,34 +211,28 @@ impl Engine {
             }
         };
         let tree = self.tree(root);
-        let mut save = |before| {
-            if let Some((ts, table)) = track {
-                self.versions.save(ts, table, key, before);
-            }
-        };
-        let keep: Keep<'_> = match track {
-            Some(_) => Some(&mut save),
-            None => None,
-        };
-        if let Some(old) = tree.put(key, &stored, keep)? {
+        if let Some(old) = self.keeping(key, track, |keep| tree.put(key, &stored, keep))? {
             tree.free_value(&old)?;
         }
         Ok(())
     }
 
+    /// Runs a tree change `f`, handing it a callback that keeps the key's
+    /// previous value for snapshots when the commit is tracked.
+    fn keeping<R>(&self, key: &[u8], track: Track<'_>, f: impl FnOnce(Keep<'_>) -> R) -> R {
+        match track {
+            Some((ts, table)) => {
+                let mut save = |before| self.versions.save(ts, table, key, before);
+                f(Some(&mut save))
+            }
+            None => f(None),
+        }
+    }
+
     /// Removes `key` from the tree rooted at `root`; whether it was there.
     pub(crate) fn apply_delete(&self, root: u64, key: &[u8], track: Track<'_>) -> Result<bool> {
         let tree = self.tree(root);
-        let mut save = |before| {
-            if let Some((ts, table)) = track {
-                self.versions.save(ts, table, key, before);
-            }
-        };
-        let keep: Keep<'_> = match track {
-            Some(_) => Some(&mut save),
-            None => None,
-        };
-        match tree.delete(key, keep)? {
+        match self.keeping(key, track, |keep| tree.delete(key, keep))? {
             Some(old) => {
                 tree.free_value(&old)?;
                 Ok(true)
