@@ -526,7 +526,7 @@ mod model {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig::with_cases(256))]
         #[test]
         fn interleaved_transactions_match_snapshot_isolation(steps in proptest::collection::vec(step(), 1..60)) {
             let dir = tempfile::tempdir().unwrap();

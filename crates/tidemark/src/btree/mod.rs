@@ -340,7 +340,7 @@ impl<'a> Tree<'a> {
     }
 
     /// Removes `key`; returns the value as it was stored. `keep` as for
-    /// [`Tree::put`] (not called when the key is absent: nothing changes).
+    /// [`Tree::put`] (called with `None` when the key is absent).
     pub(crate) fn delete(&self, key: &[u8], mut keep: Keep<'_>) -> Result<Option<StoredValue>> {
         let mut g = self.pool.fix_shared(self.pager, self.root)?;
         let mut w = if node::is_leaf(g.bytes()) {
@@ -379,7 +379,13 @@ impl<'a> Tree<'a> {
                 node::remove(w.bytes_mut()?, i);
                 Ok(Some(old))
             }
-            Err(_) => Ok(None),
+            Err(_) => {
+                // Nothing changes, but the delete is still a write of the
+                // key: a transaction that began earlier and writes it too
+                // must conflict (snapshot isolation).
+                self.keep_old(w.bytes(), None, &mut keep)?;
+                Ok(None)
+            }
         }
     }
 
