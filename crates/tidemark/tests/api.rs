@@ -218,6 +218,22 @@ fn options_are_validated() {
             .open(dir.path()),
         Err(Error::InvalidOption(_))
     ));
+    for pct in [0, 51] {
+        assert!(matches!(
+            tidemark::Builder::new()
+                .version_budget(pct)
+                .open(dir.path()),
+            Err(Error::InvalidOption(_))
+        ));
+    }
+    // The version budget comes out of the cache: 1 MiB leaves pages too
+    // little once 10 % is set aside.
+    assert!(matches!(
+        tidemark::Builder::new()
+            .cache_size(1 << 20)
+            .open(dir.path()),
+        Err(Error::InvalidOption(_))
+    ));
     assert!(matches!(
         tidemark::Builder::new()
             .eviction_dirty_target(30)
