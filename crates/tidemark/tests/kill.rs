@@ -1,6 +1,7 @@
 //! A writer in a child process is killed with SIGKILL at random moments;
 //! after each kill the database must reopen with every acknowledged commit
-//! and, per writer thread, a gap-free prefix of its commits.
+//! and, per writer thread, a gap-free prefix of its commits. A third of
+//! the commits are write transactions, the rest batches.
 //!
 //! CI runs a few cycles; `TIDEMARK_KILL_CYCLES=200 cargo test --release
 //! -p tidemark --test kill` runs a long one. The seed is printed.
@@ -43,16 +44,29 @@ fn child_writer() {
             s.spawn(move || {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(start ^ u64::from(th));
                 for i in start.. {
-                    let mut b = WriteBatch::new();
-                    b.put("t", key(th, i), vec![th as u8; rng.gen_range(10..3000)]);
-                    // A second write of a shared key: the batch is atomic.
-                    b.put("t", format!("last{th}"), i.to_le_bytes());
-                    b.set_durability(if rng.gen_bool(0.5) {
+                    let len = rng.gen_range(10..3000);
+                    let d = if rng.gen_bool(0.5) {
                         Durability::Fsync
                     } else {
                         Durability::Write
-                    });
-                    db.write(&b).unwrap();
+                    };
+                    if i % 3 == 0 {
+                        // The same two writes as a write transaction that
+                        // reads first: committed whole or not at all.
+                        let mut tx = db.begin_write();
+                        let last = tx.get("t", format!("last{th}")).unwrap();
+                        assert!(last.is_none_or(|v| v.len() == 8));
+                        tx.put("t", key(th, i), vec![th as u8; len]).unwrap();
+                        tx.put("t", format!("last{th}"), i.to_le_bytes()).unwrap();
+                        tx.commit_with(d).unwrap();
+                    } else {
+                        let mut b = WriteBatch::new();
+                        b.put("t", key(th, i), vec![th as u8; len]);
+                        // A second write of a shared key: the batch is atomic.
+                        b.put("t", format!("last{th}"), i.to_le_bytes());
+                        b.set_durability(d);
+                        db.write(&b).unwrap();
+                    }
                     println!("ack {th} {i}");
                 }
             });
