@@ -78,6 +78,9 @@ enum Cmd {
         /// Reads per second of each reader.
         #[arg(long, default_value_t = 2000)]
         reader_rate: u64,
+        /// Reads per wake-up of a reader (1: a sleep before every read).
+        #[arg(long, default_value_t = 1)]
+        burst: u64,
     },
 }
 
@@ -120,12 +123,14 @@ fn main() -> ExitCode {
         Cmd::Snapshots {
             writers,
             reader_rate,
+            burst,
         } => snapshots::run(&snapshots::Args {
             quick: cli.quick,
             json: cli.json,
             dir: cli.dir,
             writers,
             reader_rate,
+            burst,
         }),
     };
     match r {

@@ -29,6 +29,8 @@ pub struct Args {
     pub dir: std::path::PathBuf,
     pub writers: usize,
     pub reader_rate: u64,
+    /// Reads a reader does per wake-up (the pacing sleeps between bursts).
+    pub burst: u64,
 }
 
 const KEYS: u64 = 100_000;
@@ -52,9 +54,10 @@ fn measure(
     db: &Database,
     writers: usize,
     readers: usize,
-    rate: u64,
+    (rate, burst): (u64, u64),
     dur: Duration,
 ) -> BoxResult<Sample> {
+    let burst = burst.max(1);
     let stop = Arc::new(AtomicBool::new(false));
     let writes = Arc::new(AtomicU64::new(0));
     let reads = Arc::new(AtomicU64::new(0));
@@ -92,10 +95,13 @@ fn measure(
                 let snap = db.begin_read();
                 snapshots.fetch_add(1, Ordering::Relaxed);
                 while !stop.load(Ordering::Relaxed) {
-                    // Paced: the n-th read is due at start + n * gap.
-                    let due = start + gap * n as u32;
-                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                        std::thread::sleep(wait);
+                    // Paced: the n-th read is due at start + n * gap; a
+                    // reader sleeps only before each burst of reads.
+                    if n.is_multiple_of(burst) {
+                        let due = start + gap * n as u32;
+                        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                            std::thread::sleep(wait);
+                        }
                     }
                     n += 1;
                     let k = rng.gen_range(0..KEYS);
@@ -177,7 +183,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); READERS.len()];
     for _ in 0..reps {
         for (i, &r) in READERS.iter().enumerate() {
-            samples[i].push(measure(&db, a.writers, r, a.reader_rate, dur)?);
+            samples[i].push(measure(&db, a.writers, r, (a.reader_rate, a.burst), dur)?);
         }
     }
     let budget = db.stats().versions_budget;
@@ -206,11 +212,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     }
     if !a.json {
         println!(
-            "\nsnapshots: {} writer thread(s), {KEYS} keys of {VALUE} B, cache {} MiB (versions budget {:.1} MiB), readers paced at {} reads/s each, {} x {:.1} s per configuration, medians",
+            "\nsnapshots: {} writer thread(s), {KEYS} keys of {VALUE} B, cache {} MiB (versions budget {:.1} MiB), readers paced at {} reads/s each in bursts of {}, {} x {:.1} s per configuration, medians",
             a.writers,
             cache >> 20,
             budget as f64 / (1 << 20) as f64,
             a.reader_rate,
+            a.burst,
             reps,
             dur.as_secs_f64()
         );
@@ -252,7 +259,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     ];
     let figures = json!({
         "writers": a.writers, "keys": KEYS, "value_bytes": VALUE, "cache_bytes": cache,
-        "reader_rate_per_s": a.reader_rate, "versions_budget_bytes": budget, "seconds_per_point": dur.as_secs_f64(), "repetitions": reps,
+        "reader_rate_per_s": a.reader_rate, "reader_burst": a.burst, "versions_budget_bytes": budget, "seconds_per_point": dur.as_secs_f64(), "repetitions": reps,
         "rows": rows,
     });
     Ok(report::finish(
