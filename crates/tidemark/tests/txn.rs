@@ -425,6 +425,81 @@ fn batches_are_seen_whole_by_plain_reads_and_snapshots() {
     });
 }
 
+/// Many writers and many short snapshots at once: snapshots come and go so
+/// often that the first-snapshot drain and the reclaim of versions run all
+/// the time, racing commits. Every snapshot, by point reads and by a scan,
+/// sees each writer's pair from one batch.
+#[test]
+fn short_snapshots_racing_many_writers_see_whole_batches() {
+    const WRITERS: u64 = 3;
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    let db = common::small_builder()
+        .cache_size(4 << 20)
+        .version_budget(25)
+        .file_system(Arc::new(fs.clone()))
+        .open(dir.path())
+        .unwrap();
+    db.table("t").unwrap();
+    let pair = |w: u64| (format!("a{w}").into_bytes(), format!("b{w}").into_bytes());
+    let mut b = WriteBatch::new();
+    for w in 0..WRITERS {
+        let (ka, kb) = pair(w);
+        b.put("t", ka, 0u64.to_le_bytes())
+            .put("t", kb, 0u64.to_le_bytes());
+    }
+    db.write(&b).unwrap();
+    let running = AtomicU64::new(WRITERS);
+    let n = |v: &[u8]| u64::from_le_bytes(v.try_into().unwrap());
+    std::thread::scope(|s| {
+        for w in 0..WRITERS {
+            let (db, running) = (&db, &running);
+            s.spawn(move || {
+                let (ka, kb) = pair(w);
+                for i in 1..=20_000u64 {
+                    let mut b = WriteBatch::new();
+                    b.put("t", &ka, i.to_le_bytes())
+                        .put("t", &kb, i.to_le_bytes());
+                    db.write(&b).unwrap();
+                }
+                running.fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+        for _ in 0..3 {
+            s.spawn(|| {
+                let mut checks = 0u64;
+                while running.load(Ordering::Relaxed) > 0 || checks < 50 {
+                    let snap = db.begin_read();
+                    let scan: Result<Vec<_>, _> =
+                        snap.range::<&[u8], _>("t", ..).unwrap().collect();
+                    let scan = match scan {
+                        Ok(v) => v,
+                        Err(Error::SnapshotTooOld) => continue,
+                        Err(e) => panic!("{e}"),
+                    };
+                    assert_eq!(scan.len() as u64, 2 * WRITERS);
+                    for w in 0..WRITERS {
+                        let (ka, kb) = pair(w);
+                        let get = |k: &[u8]| scan.iter().find(|(x, _)| x == k).map(|(_, v)| n(v));
+                        assert_eq!(get(&ka), get(&kb), "a scan saw half a batch of writer {w}");
+                        match (snap.get("t", &ka), snap.get("t", &kb)) {
+                            (Ok(Some(va)), Ok(Some(vb))) => {
+                                assert_eq!(n(&va), n(&vb), "point reads saw half a batch");
+                                assert_eq!(Some(n(&va)), get(&ka), "scan and gets disagree");
+                            }
+                            (Err(Error::SnapshotTooOld), _) | (_, Err(Error::SnapshotTooOld)) => {}
+                            other => panic!("{other:?}"),
+                        }
+                    }
+                    checks += 1;
+                }
+            });
+        }
+    });
+    let s = db.stats();
+    assert_eq!((s.snapshots_active, s.versions_kept), (0, 0), "{s:?}");
+}
+
 /// A snapshot held while ten times the cache is written either reads
 /// what it saw or is refused with `SnapshotTooOld`; versions never grow
 /// past the budget and writers finish without waiting for it.
