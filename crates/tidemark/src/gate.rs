@@ -10,10 +10,11 @@
 //! after which writers run concurrently with the whole checkpoint write.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use crossbeam_utils::CachePadded;
-use parking_lot::{Condvar, Mutex};
+
+use crate::sync::{relax, seqcst_point, AtomicBool, AtomicUsize, Condvar, Mutex};
 
 /// Counter slots; more than the cores we expect, so threads rarely share.
 const SLOTS: usize = 16;
@@ -30,7 +31,9 @@ pub(crate) struct Gate {
 thread_local! {
     static SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
 }
-static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+// Only spreads writers over slots (any slot is correct), so a plain
+// atomic even under loom.
+static NEXT_SLOT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn my_slot() -> usize {
     SLOT.with(|s| {
@@ -67,6 +70,7 @@ impl Gate {
         let slot = my_slot();
         loop {
             self.slots[slot].fetch_add(1, Ordering::SeqCst);
+            seqcst_point();
             if !self.closing.load(Ordering::SeqCst) {
                 return Inside { gate: self, slot };
             }
@@ -87,14 +91,11 @@ impl Gate {
             *closers += 1;
             self.closing.store(true, Ordering::SeqCst);
         }
+        seqcst_point();
         let mut spins = 0u32;
         while self.slots.iter().any(|s| s.load(Ordering::SeqCst) != 0) {
             spins += 1;
-            if spins < 100 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            relax(spins);
         }
     }
 
@@ -108,7 +109,7 @@ impl Gate {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;

@@ -45,6 +45,7 @@ mod pagemap;
 mod pager;
 mod stats;
 mod stripes;
+mod sync;
 mod txn;
 mod verify;
 mod versions;

@@ -38,11 +38,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::gate::Gate;
@@ -498,7 +498,7 @@ impl Versions {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -557,5 +557,104 @@ mod tests {
         assert_eq!(v.lookup(young.ts, b"t", b"b"), Some(Some(vec![0; 6000])));
         v.release(&old);
         v.release(&young);
+    }
+}
+
+/// Model checks of the snapshot protocol with the real gate and version
+/// store (run with `RUSTFLAGS="--cfg loom"`, see the README). The "tree"
+/// is two cells a commit changes one after the other, as `apply` changes
+/// the keys of a batch; a snapshot must see both as of one commit.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    struct World {
+        gate: Gate,
+        versions: Versions,
+        tree: [AtomicU64; 2],
+    }
+
+    const KEYS: [&[u8]; 2] = [b"a", b"b"];
+
+    /// One batch setting both keys to `v`, following `Database::commit`.
+    fn commit(w: &World, v: u64) {
+        let _in = w.gate.enter();
+        let ts = w.versions.begin();
+        for (cell, key) in w.tree.iter().zip(KEYS) {
+            if let Some(ts) = ts {
+                let old = cell.load(Ordering::SeqCst);
+                w.versions
+                    .save(ts, b"t", key, Some(old.to_le_bytes().to_vec()));
+            }
+            cell.store(v, Ordering::SeqCst);
+        }
+        if let Some(ts) = ts {
+            w.versions.end(ts);
+        }
+    }
+
+    /// Reads both keys through a new snapshot, as `Snap::get` does: the
+    /// tree first, then the versions.
+    fn snapshot_read(w: &World) -> [u64; 2] {
+        let s = w.versions.register(&w.gate);
+        let mut out = [0; 2];
+        for (i, key) in KEYS.iter().enumerate() {
+            let live = w.tree[i].load(Ordering::SeqCst);
+            out[i] = match w.versions.lookup(s.ts, b"t", key) {
+                Some(Some(b)) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+                Some(None) => panic!("the keys always exist"),
+                None => live,
+            };
+        }
+        s.check().expect("budget is large");
+        w.versions.release(&s);
+        out
+    }
+
+    fn world() -> Arc<World> {
+        Arc::new(World {
+            gate: Gate::new(),
+            versions: Versions::new(1 << 20),
+            tree: [AtomicU64::new(0), AtomicU64::new(0)],
+        })
+    }
+
+    /// A commit racing the first snapshot (the drain) and a second one.
+    #[test]
+    fn snapshots_see_whole_batches() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            let w = world();
+            let w1 = w.clone();
+            let writer = loom::thread::spawn(move || {
+                commit(&w1, 1);
+                commit(&w1, 2);
+            });
+            let [a, b] = snapshot_read(&w);
+            assert_eq!(a, b, "a snapshot saw half a batch");
+            writer.join().expect("writer");
+        });
+    }
+
+    /// Two snapshots overlapping a commit: the second registers while the
+    /// first is live (no drain), and releasing the first reclaims.
+    #[test]
+    fn overlapping_snapshots_and_reclaim() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            let w = world();
+            let w1 = w.clone();
+            let w2 = w.clone();
+            let writer = loom::thread::spawn(move || commit(&w1, 1));
+            let reader = loom::thread::spawn(move || snapshot_read(&w2));
+            let [a, b] = snapshot_read(&w);
+            assert_eq!(a, b, "a snapshot saw half a batch");
+            let [c, d] = reader.join().expect("reader");
+            assert_eq!(c, d, "a snapshot saw half a batch");
+            writer.join().expect("writer");
+        });
     }
 }
