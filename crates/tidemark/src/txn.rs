@@ -86,22 +86,8 @@ impl Snap {
         forward: bool,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let e = self.db.engine();
-        let as_ref = |b: &Bound<Vec<u8>>| match b {
-            Bound::Included(k) => Bound::Included(k.clone()),
-            Bound::Excluded(k) => Bound::Excluded(k.clone()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let (lo, hi) = (as_ref(from), as_ref(to));
-        let lo_ref = match &lo {
-            Bound::Included(k) => Bound::Included(k.as_slice()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let hi_ref = match &hi {
-            Bound::Included(k) => Bound::Included(k.as_slice()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
+        let lo_ref = from.as_ref().map(Vec::as_slice);
+        let hi_ref = to.as_ref().map(Vec::as_slice);
         let mut seen = e
             .versions
             .range(self.reg.ts, table.as_bytes(), lo_ref, hi_ref);
@@ -282,11 +268,7 @@ impl WriteTxn {
         table: &str,
         range: R,
     ) -> Result<TxnRange> {
-        let own = |b: Bound<&K>| match b {
-            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
+        let own = |b: Bound<&K>| b.map(|k| k.as_ref().to_vec());
         let (lo, hi) = (own(range.start_bound()), own(range.end_bound()));
         let t = self.snap.table(table)?;
         let base = t.range_in((lo.clone(), hi.clone()), Some(self.snap.clone()));
