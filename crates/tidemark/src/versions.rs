@@ -122,9 +122,9 @@ pub(crate) struct Versions {
     clock: Mutex<Clock>,
     /// Ordered by store key, so range scans can merge it with the tree.
     /// Held for one insert, lookup or leaf-sized range at a time.
-    map: RwLock<BTreeMap<Vec<u8>, Chain>>,
+    map: RwLock<BTreeMap<Arc<[u8]>, Chain>>,
     /// (timestamp, key) of every saved version, roughly in timestamp order.
-    gc: Mutex<VecDeque<(Ts, Vec<u8>)>>,
+    gc: Mutex<VecDeque<(Ts, Arc<[u8]>)>>,
     bytes: AtomicU64,
     count: AtomicU64,
     /// Timestamp of the last drop of each table.
@@ -273,18 +273,24 @@ impl Versions {
     /// Saves `before`, the value of `key` before the commit `ts` changes
     /// it. Must run before the tree changes.
     pub(crate) fn save(&self, ts: Ts, table: &[u8], key: &[u8], before: Option<Vec<u8>>) {
-        let ck = compose(table, key);
+        // One allocation, shared by the map and the reclaim queue.
+        let ck: Arc<[u8]> = compose(table, key).into();
         let size =
             VERSION_OVERHEAD + ck.len() as u64 + before.as_ref().map_or(0, |v| v.len() as u64);
         // Charged before the version becomes visible to `reclaim`, which
         // may uncharge it at once: the counters never go below zero.
         self.bytes.fetch_add(size, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
-        self.map
-            .write()
-            .entry(ck.clone())
-            .or_default()
-            .push(Version { ts, before });
+        let v = Version { ts, before };
+        {
+            let mut map = self.map.write();
+            match map.get_mut(&ck) {
+                Some(chain) => chain.push(v),
+                None => {
+                    map.insert(ck.clone(), vec![v]);
+                }
+            }
+        }
         self.gc.lock().push_back((ts, ck));
     }
 
@@ -343,7 +349,7 @@ impl Versions {
     /// What snapshot `s` sees for `key` if a version decides it.
     pub(crate) fn lookup(&self, s: Ts, table: &[u8], key: &[u8]) -> Seen {
         let map = self.map.read();
-        map.get(&compose(table, key))?
+        map.get(compose(table, key).as_slice())?
             .iter()
             .find(|v| v.ts > s)
             .map(|v| v.before.clone())
@@ -353,7 +359,7 @@ impl Versions {
     pub(crate) fn changed_since(&self, s: Ts, table: &[u8], key: &[u8]) -> bool {
         self.map
             .read()
-            .get(&compose(table, key))
+            .get(compose(table, key).as_slice())
             .is_some_and(|c| c.last().is_some_and(|v| v.ts > s))
     }
 
@@ -381,7 +387,11 @@ impl Versions {
             Bound::Unbounded => Bound::Excluded(table_end(table)),
         };
         let mut out = Vec::new();
-        for (k, chain) in self.map.read().range::<Vec<u8>, _>((lo, hi)) {
+        let bounds = (
+            lo.as_ref().map(Vec::as_slice),
+            hi.as_ref().map(Vec::as_slice),
+        );
+        for (k, chain) in self.map.read().range::<[u8], _>(bounds) {
             if let Some(v) = chain.iter().find(|v| v.ts > s) {
                 out.push((k[prefix..].to_vec(), v.before.clone()));
             }
@@ -432,7 +442,7 @@ impl Versions {
         /// committers wait at most that long.
         const BATCH: usize = 256;
         loop {
-            let keys: Vec<Vec<u8>> = {
+            let keys: Vec<Arc<[u8]>> = {
                 let mut gc = self.gc.lock();
                 let mut keys = Vec::new();
                 while keys.len() < BATCH {
