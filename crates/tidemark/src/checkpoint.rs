@@ -20,6 +20,8 @@
 //!    directory. Push the file's cached writes to the device in 4 MiB
 //!    steps (so one huge fsync never fills the device queue), then
 //!    `fdatasync`.
+//!    Then sync the log and write capped collections' pending ring records
+//!    (see `capped`), and sync the ring files.
 //! 4. **Meta.** Write the meta slot not holding the previous checkpoint;
 //!    `fdatasync`. The checkpoint is durable; blocks freed up to epoch `n`
 //!    leave limbo, and log segments wholly before the cut's log position
@@ -172,6 +174,9 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     e.pager.state.lock().running = None;
     write_back_paced(e)?;
     e.pager.file.sync_data()?;
+    // The image names ring states as of the cut: their records must be in
+    // the ring files before the meta page makes the image durable.
+    e.flush_rings()?;
     let meta = Meta {
         generation: durable.generation + 1,
         epoch: n,

@@ -23,7 +23,7 @@ use crate::txn::{ReadTxn, Snap, WriteTxn};
 use crate::verify::{self, VerifyReport};
 use crate::versions::Ts;
 use crate::wal::record::LogOp;
-use crate::wal::{Durability, DEFAULT_SEGMENT_SIZE};
+use crate::wal::{Durability, Ticket, DEFAULT_SEGMENT_SIZE};
 
 /// Largest value, in bytes.
 pub const MAX_VALUE_SIZE: usize = 16 * 1024 * 1024;
@@ -327,7 +327,7 @@ impl std::fmt::Debug for Database {
 
 /// One operation of a [`WriteBatch`].
 #[derive(Debug, Clone)]
-enum Op {
+pub(crate) enum Op {
     Put {
         table: String,
         key: Vec<u8>,
@@ -337,6 +337,12 @@ enum Op {
         table: String,
         key: Vec<u8>,
     },
+    /// A document insert (see [`WriteBatch::insert_one`]).
+    Insert {
+        collection: String,
+        key: Vec<u8>,
+        doc: Vec<u8>,
+    },
 }
 
 /// Puts and deletes across tables, applied together by [`Database::write`].
@@ -345,8 +351,8 @@ enum Op {
 /// a checkpoint contains all of it or none of it.
 #[derive(Debug, Clone, Default)]
 pub struct WriteBatch {
-    ops: Vec<Op>,
-    durability: Option<Durability>,
+    pub(crate) ops: Vec<Op>,
+    pub(crate) durability: Option<Durability>,
 }
 
 impl WriteBatch {
@@ -375,6 +381,19 @@ impl WriteBatch {
             key: key.as_ref().to_vec(),
         });
         self
+    }
+    /// Adds the insert of `doc` into collection `collection` (capped or
+    /// not), giving it an ObjectId `_id` if it has none; returns the `_id`.
+    /// The insert commits with the rest of the batch or not at all, so an
+    /// oplog entry can commit with the change it describes.
+    pub fn insert_one(&mut self, collection: &str, doc: &bson::Document) -> Result<bson::Bson> {
+        let (id, key, doc) = crate::docs::prepare(doc)?;
+        self.ops.push(Op::Insert {
+            collection: collection.to_string(),
+            key,
+            doc,
+        });
+        Ok(id)
     }
     /// Chooses this batch's durability instead of the database default.
     pub fn set_durability(&mut self, d: Durability) -> &mut Self {
@@ -464,6 +483,18 @@ impl Database {
         check: impl FnOnce(&Engine) -> Result<V>,
         apply: impl FnOnce(&Engine, V, Option<Ts>) -> Result<T>,
     ) -> Result<T> {
+        self.commit_planned(stripes, check, |e, _| e.wal.append(ops, durability), apply)
+    }
+
+    /// [`Database::commit`] for writes whose log record depends on what
+    /// `check` found (documents, capped inserts): `log` appends it.
+    pub(crate) fn commit_planned<V, T>(
+        &self,
+        stripes: Option<Vec<usize>>,
+        check: impl FnOnce(&Engine) -> Result<V>,
+        log: impl FnOnce(&Engine, &V) -> Result<Ticket>,
+        apply: impl FnOnce(&Engine, V, Option<Ts>) -> Result<T>,
+    ) -> Result<T> {
         let e = self.engine();
         e.pager.check_writable()?;
         e.pool.help_if_over_trigger(&e.pager);
@@ -477,7 +508,7 @@ impl Database {
             let ts = e.versions.begin();
             // Ends the timestamp however this block is left.
             let _ended = EndTs(e, ts);
-            let ticket = e.wal.append(ops, durability).inspect_err(|err| {
+            let ticket = log(e, &v).inspect_err(|err| {
                 e.pager.stop_writes(&format!("log append failed: {err}"));
             })?;
             let out = apply(e, v, ts).inspect_err(|err| {
@@ -583,6 +614,9 @@ impl Database {
     /// one log record; returns once it has the batch's durability (or the
     /// database default).
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+        if batch.ops.iter().any(|op| matches!(op, Op::Insert { .. })) {
+            return self.write_with_documents(batch);
+        }
         let e = self.engine();
         let mut ops = Vec::with_capacity(batch.ops.len());
         let mut stripes = Vec::with_capacity(batch.ops.len());
@@ -604,6 +638,7 @@ impl Database {
                     });
                     (table, key)
                 }
+                Op::Insert { .. } => unreachable!("batches with inserts go to the document path"),
             };
             check_name(table).map_err(|_| Error::TableNotFound(table.clone()))?;
             check_key(key)?;
@@ -618,6 +653,7 @@ impl Database {
                 for op in &batch.ops {
                     let table = match op {
                         Op::Put { table, .. } | Op::Delete { table, .. } => table,
+                        Op::Insert { collection, .. } => collection,
                     };
                     if !roots.contains_key(table) {
                         let root = e
@@ -640,6 +676,7 @@ impl Database {
                         Op::Delete { table, key } => {
                             e.apply_delete(roots[table], key, ts.map(|t| (t, table.as_bytes())))?;
                         }
+                        Op::Insert { .. } => {}
                     }
                 }
                 Ok(())
@@ -746,6 +783,15 @@ impl Table {
 
     pub(crate) fn root(&self) -> u64 {
         self.root
+    }
+
+    /// A handle on table `name` rooted at `root`.
+    pub(crate) fn handle(db: &Database, name: &str, root: u64) -> Table {
+        Table {
+            db: db.clone(),
+            name: name.into(),
+            root,
+        }
     }
 
     /// Fails if the table was dropped since this handle was opened.

@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use crate::alloc::BlockAlloc;
 use crate::btree::{node, overflow, Keep, StoredValue, Tree};
 use crate::cache::{BufferPool, PoolConfig};
+use crate::capped::{Ring, RingState};
 use crate::checkpoint::{CheckpointCounters, Durable};
 use crate::error::{Error, Result};
 use crate::gate::Gate;
@@ -41,6 +42,13 @@ pub(crate) struct Engine {
     pub(crate) stripes: Stripes,
     pub(crate) wal: Wal,
     pub(crate) versions: Versions,
+    /// The database directory and its file layer (for ring files).
+    pub(crate) dir: std::path::PathBuf,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    /// Open rings of capped collections, by collection name.
+    pub(crate) rings: parking_lot::RwLock<std::collections::HashMap<Vec<u8>, Arc<Ring>>>,
+    /// Open collections, by name (see `docs`).
+    pub(crate) colls: Mutex<std::collections::HashMap<String, Arc<crate::docs::CollMeta>>>,
 }
 
 /// How a change is recorded for snapshots: the commit's timestamp and the
@@ -140,6 +148,10 @@ impl Engine {
             stripes: Stripes::new(),
             wal,
             versions: Versions::new(version_budget),
+            dir: dir.to_path_buf(),
+            fs: fs.clone(),
+            rings: Default::default(),
+            colls: Default::default(),
         };
         if m.next_pid == CATALOG_ROOT {
             let pid = engine.pager.alloc_pid()?;
@@ -153,6 +165,9 @@ impl Engine {
         }
         let found = engine.wal.replay(&mut |ops| engine.apply_logged(ops))?;
         engine.wal.restart(&found)?;
+        // Replayed ring records wait in memory; the log they came from may
+        // not be synced (a process crash leaves it in the OS cache).
+        engine.flush_rings()?;
         Ok((engine, found))
     }
 
@@ -248,13 +263,26 @@ impl Engine {
         for op in ops {
             match *op {
                 LogOp::Put { table, key, value } => {
+                    if table == COLLECTIONS.as_bytes() {
+                        self.collection_written(key, Some(value))?;
+                    }
                     if let Some(root) = self.lookup_root(table)? {
                         self.apply_put(root, key, value, None)?;
                     }
                 }
                 LogOp::Delete { table, key } => {
+                    if table == COLLECTIONS.as_bytes() {
+                        self.collection_written(key, None)?;
+                    }
                     if let Some(root) = self.lookup_root(table)? {
                         self.apply_delete(root, key, None)?;
+                    }
+                }
+                LogOp::RingWrite { table, pos, record } => {
+                    if let Some(ring) = self.ring(table)? {
+                        let state = self.ring_state(table)?;
+                        let pos = u64::from_le_bytes(pos.try_into().unwrap_or([0; 8]));
+                        ring.apply(state, pos, record.into(), 0);
                     }
                 }
                 LogOp::CreateTable { table } => {
@@ -268,6 +296,140 @@ impl Engine {
                     }
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+/// Table of collection descriptions (see `docs`).
+pub(crate) const COLLECTIONS: &str = "$collections";
+
+/// A collection's description: regular, or capped with its ring size,
+/// document limit and ring state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CollEntry {
+    pub(crate) capped: Option<(u64, Option<u64>, RingState)>,
+}
+
+impl CollEntry {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        match self.capped {
+            None => vec![0],
+            Some((size, max, st)) => {
+                let mut v = vec![1];
+                v.extend_from_slice(&size.to_le_bytes());
+                v.extend_from_slice(&max.unwrap_or(0).to_le_bytes());
+                v.extend_from_slice(&st.encode());
+                v
+            }
+        }
+    }
+
+    pub(crate) fn decode(name: &[u8], v: &[u8]) -> Result<CollEntry> {
+        let bad = || {
+            Error::corruption(
+                0,
+                format!(
+                    "description of collection {:?} is malformed",
+                    String::from_utf8_lossy(name)
+                ),
+            )
+        };
+        match v.first() {
+            Some(0) if v.len() == 1 => Ok(CollEntry { capped: None }),
+            Some(1) if v.len() == 17 + RingState::ENCODED => {
+                let size = u64::from_le_bytes(v[1..9].try_into().map_err(|_| bad())?);
+                let max = u64::from_le_bytes(v[9..17].try_into().map_err(|_| bad())?);
+                let st = RingState::decode(&v[17..]).ok_or_else(bad)?;
+                Ok(CollEntry {
+                    capped: Some((size, (max > 0).then_some(max), st)),
+                })
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl Engine {
+    /// The description of collection `name`, if it exists.
+    pub(crate) fn collection_entry(&self, name: &[u8]) -> Result<Option<CollEntry>> {
+        let Some(root) = self.lookup_root(COLLECTIONS.as_bytes())? else {
+            return Ok(None);
+        };
+        match self.tree(root).get(name)? {
+            Some(v) => Ok(Some(CollEntry::decode(name, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn ring_state(&self, name: &[u8]) -> Result<Option<RingState>> {
+        Ok(self
+            .collection_entry(name)?
+            .and_then(|e| e.capped)
+            .map(|(_, _, st)| st))
+    }
+
+    /// The ring of capped collection `name`, opened on first use; `None`
+    /// if no such capped collection exists.
+    pub(crate) fn ring(&self, name: &[u8]) -> Result<Option<Arc<Ring>>> {
+        if let Some(r) = self.rings.read().get(name) {
+            return Ok(Some(r.clone()));
+        }
+        let Some((size, max, st)) = self.collection_entry(name)?.and_then(|e| e.capped) else {
+            return Ok(None);
+        };
+        let mut rings = self.rings.write();
+        if let Some(r) = rings.get(name) {
+            return Ok(Some(r.clone()));
+        }
+        let ring = Arc::new(Ring::open(&*self.fs, &self.dir, name, size, max, st)?);
+        rings.insert(name.to_vec(), ring.clone());
+        Ok(Some(ring))
+    }
+
+    /// A collection description is being written (`None`: deleted). A new
+    /// or dropped capped collection's ring file (if any, from a collection
+    /// of the same name dropped before) is removed, so none of its records
+    /// can be taken for the new collection's; the log holds every record
+    /// the new collection has.
+    pub(crate) fn collection_written(&self, name: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let fresh = match value {
+            None => true,
+            Some(v) => match CollEntry::decode(name, v)?.capped {
+                Some((_, _, st)) => st.next_id == RingState::empty().next_id,
+                None => true,
+            },
+        };
+        if fresh {
+            self.rings.write().remove(name);
+            self.colls
+                .lock()
+                .remove(String::from_utf8_lossy(name).as_ref());
+            let path = crate::capped::ring_path(&self.dir, name);
+            if self
+                .fs
+                .list(&self.dir)?
+                .iter()
+                .any(|f| *f == crate::capped::file_name(name))
+            {
+                self.fs.remove(&path)?;
+                self.fs.sync_dir(&self.dir)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Syncs the log and writes every ring's records it covers to the ring
+    /// files, then syncs them (checkpoints and open).
+    pub(crate) fn flush_rings(&self) -> Result<()> {
+        let rings: Vec<Arc<Ring>> = self.rings.read().values().cloned().collect();
+        if rings.is_empty() {
+            return Ok(());
+        }
+        let durable = self.wal.sync()?;
+        for r in rings {
+            r.flush(durable)?;
+            r.sync()?;
         }
         Ok(())
     }

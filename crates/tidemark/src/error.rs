@@ -75,6 +75,61 @@ pub enum Error {
     /// snapshot.
     #[error("snapshot too old: its versions were reclaimed to stay within the cache")]
     SnapshotTooOld,
+    /// Bytes that are not a valid BSON document.
+    #[error("invalid BSON: {0}")]
+    InvalidBson(String),
+    /// A document larger than the 16 MiB BSON limit.
+    #[error("document of {len} bytes exceeds the limit of {max} bytes")]
+    DocumentTooLarge {
+        /// Encoded size of the document.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Another document of the collection has this `_id`.
+    #[error("duplicate _id {id} in collection {collection:?}")]
+    DuplicateKey {
+        /// The collection.
+        collection: String,
+        /// The `_id`, as relaxed Extended JSON.
+        id: String,
+    },
+    /// No collection of this name exists.
+    #[error("collection {0:?} does not exist")]
+    CollectionNotFound(String),
+    /// A collection of this name exists already.
+    #[error("collection {0:?} already exists")]
+    CollectionExists(String),
+    /// A capped record (document and header) larger than the ring.
+    #[error("capped record of {len} bytes does not fit in a ring of {size} bytes")]
+    CappedRecordTooLarge {
+        /// Record bytes, header included.
+        len: u64,
+        /// Ring size.
+        size: u64,
+    },
+    /// An operation capped collections do not allow (deleting one document,
+    /// or a replace that changes a document's size), as in MongoDB.
+    #[error("not allowed on capped collection {collection:?}: {what}")]
+    CappedOperation {
+        /// The collection.
+        collection: String,
+        /// What was refused.
+        what: &'static str,
+    },
+    /// The operation needs a capped collection.
+    #[error("collection {0:?} is not capped")]
+    NotCapped(String),
+    /// A cursor over a capped collection fell behind: the records it would
+    /// read next were overwritten by newer inserts (MongoDB's
+    /// `CappedPositionLost`).
+    #[error("capped position lost in {collection:?}: record {rid} was overwritten")]
+    CappedPositionLost {
+        /// The collection.
+        collection: String,
+        /// The record id the cursor would have read next.
+        rid: u64,
+    },
 }
 
 impl Error {

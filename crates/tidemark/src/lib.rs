@@ -33,8 +33,10 @@
 mod alloc;
 mod btree;
 mod cache;
+mod capped;
 mod checkpoint;
 mod db;
+mod docs;
 mod engine;
 mod error;
 mod gate;
@@ -51,9 +53,16 @@ mod verify;
 mod versions;
 mod wal;
 
+/// The `bson` crate tidemark's documents are made of.
+pub use bson;
 pub use btree::node::MAX_KEY_SIZE;
+pub use capped::{fragmentation_ratio, RECORD_HEADER};
 pub use checkpoint::CheckpointInfo;
 pub use db::{Builder, Database, Range, Table, WriteBatch, MAX_TABLE_NAME, MAX_VALUE_SIZE};
+pub use docs::{
+    parse_document, CappedOptions, Collection, Cursor, Tailable, ValidateReport,
+    MAX_COLLECTION_NAME, MAX_DOCUMENT_SIZE,
+};
 pub use engine::DATA_FILE;
 pub use error::{Error, Result};
 pub use page::PAGE_SIZE;

@@ -152,6 +152,16 @@ impl Wal {
         }
     }
 
+    /// Makes everything appended so far durable (an empty record with
+    /// `Fsync` if anything is not yet synced); returns the durable position.
+    pub(crate) fn sync(&self) -> Result<u64> {
+        if self.group.synced() < self.position() {
+            let t = self.append(&[], Durability::Fsync)?;
+            self.wait(t)?;
+        }
+        Ok(self.group.synced())
+    }
+
     /// Stream position of the next record (exact with the write gate closed).
     pub(crate) fn position(&self) -> u64 {
         self.group.position()

@@ -32,6 +32,9 @@
 //!   OP_PUT:    key_len u16, key, value_len u32, value
 //!   OP_DELETE: key_len u16, key
 //!   OP_CREATE_TABLE, OP_DROP_TABLE: nothing more
+//!   OP_RING_WRITE: as OP_PUT; the table is a capped collection, the key
+//!              the record's ring position (u64), the value the record
+//!              bytes (see `capped`)
 //! ```
 
 use crate::btree::node::MAX_KEY_SIZE;
@@ -53,6 +56,7 @@ const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 const OP_CREATE_TABLE: u8 = 3;
 const OP_DROP_TABLE: u8 = 4;
+const OP_RING_WRITE: u8 = 5;
 
 /// Bytes a record with `payload` bytes of payload takes in the stream,
 /// alignment included.
@@ -78,6 +82,13 @@ pub(crate) enum LogOp<'a> {
     DropTable {
         table: &'a [u8],
     },
+    /// A capped record written into the ring of collection `table` at
+    /// ring position `pos` (8 bytes, little-endian).
+    RingWrite {
+        table: &'a [u8],
+        pos: &'a [u8],
+        record: &'a [u8],
+    },
 }
 
 /// A record header as read from the log.
@@ -94,9 +105,12 @@ pub(crate) fn payload_len(ops: &[LogOp<'_>]) -> usize {
     4 + ops
         .iter()
         .map(|op| match op {
-            LogOp::Put { table, key, value } => {
-                1 + 1 + table.len() + 2 + key.len() + 4 + value.len()
-            }
+            LogOp::Put { table, key, value }
+            | LogOp::RingWrite {
+                table,
+                pos: key,
+                record: value,
+            } => 1 + 1 + table.len() + 2 + key.len() + 4 + value.len(),
             LogOp::Delete { table, key } => 1 + 1 + table.len() + 2 + key.len(),
             LogOp::CreateTable { table } | LogOp::DropTable { table } => 1 + 1 + table.len(),
         })
@@ -116,6 +130,7 @@ pub(crate) fn encode_payload(ops: &[LogOp<'_>], out: &mut [u8]) {
             LogOp::Delete { table, key } => (OP_DELETE, table, Some(key)),
             LogOp::CreateTable { table } => (OP_CREATE_TABLE, table, None),
             LogOp::DropTable { table } => (OP_DROP_TABLE, table, None),
+            LogOp::RingWrite { table, pos, .. } => (OP_RING_WRITE, table, Some(pos)),
         };
         debug_assert!(table.len() <= u8::MAX as usize);
         w.bytes(&[tag, table.len() as u8]);
@@ -125,7 +140,7 @@ pub(crate) fn encode_payload(ops: &[LogOp<'_>], out: &mut [u8]) {
             w.bytes(&(key.len() as u16).to_le_bytes());
             w.bytes(key);
         }
-        if let LogOp::Put { value, .. } = op {
+        if let LogOp::Put { value, .. } | LogOp::RingWrite { record: value, .. } = op {
             w.bytes(&(value.len() as u32).to_le_bytes());
             w.bytes(value);
         }
@@ -254,6 +269,17 @@ pub(crate) fn decode_payload(p: &[u8]) -> Result<Vec<LogOp<'_>>, &'static str> {
                 }
             }
             OP_DELETE => LogOp::Delete { table, key },
+            OP_RING_WRITE => {
+                if key.len() != 8 {
+                    return Err("ring position is not 8 bytes");
+                }
+                let vlen = r.u32()? as usize;
+                LogOp::RingWrite {
+                    table,
+                    pos: key,
+                    record: r.take(vlen)?,
+                }
+            }
             _ => return Err("unknown operation tag"),
         });
     }
@@ -313,6 +339,11 @@ mod tests {
             },
             LogOp::CreateTable { table: b"new" },
             LogOp::DropTable { table: b"old" },
+            LogOp::RingWrite {
+                table: b"oplog",
+                pos: &[7, 0, 0, 0, 0, 0, 0, 0],
+                record: b"ring record bytes",
+            },
         ]
     }
 

@@ -1,0 +1,495 @@
+//! Documents and capped collections: CRUD, bad input, the ring's placement
+//! rule against a model (with crashes and reopens), tailable cursors.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{small_builder, SimFs};
+use proptest::prelude::*;
+use tidemark::bson::{doc, Bson, Document};
+use tidemark::{CappedOptions, Database, Durability, Error, WriteBatch, RECORD_HEADER};
+
+fn ids(c: &tidemark::Collection, reverse: bool) -> Vec<Bson> {
+    let cur = if reverse { c.find_reverse() } else { c.find() };
+    cur.map(|d| d.unwrap().get("_id").unwrap().clone())
+        .collect()
+}
+
+#[test]
+fn regular_collection_crud() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let users = db.collection("users").unwrap();
+    let a = users.insert_one(&doc! {"name": "ann"}).unwrap();
+    assert!(matches!(a, Bson::ObjectId(_)));
+    users.insert_one(&doc! {"_id": 7, "name": "bob"}).unwrap();
+    users.insert_one(&doc! {"_id": "c", "name": "cy"}).unwrap();
+    let got = users.find_one(&a).unwrap().unwrap();
+    assert_eq!(got.keys().next().map(String::as_str), Some("_id"));
+    assert_eq!(got.get_str("name").unwrap(), "ann");
+    // The double 7.0 is the same _id as the int 7.
+    assert_eq!(
+        users
+            .find_one(&Bson::Double(7.0))
+            .unwrap()
+            .unwrap()
+            .get_str("name")
+            .unwrap(),
+        "bob"
+    );
+    let dup = users.insert_one(&doc! {"_id": 7, "name": "again"});
+    assert!(matches!(dup, Err(Error::DuplicateKey { .. })), "{dup:?}");
+    assert_eq!(users.count().unwrap(), 3);
+    // Natural order is insertion order, both ways.
+    assert_eq!(
+        ids(&users, false),
+        vec![a.clone(), Bson::Int32(7), Bson::String("c".into())]
+    );
+    assert_eq!(
+        ids(&users, true),
+        vec![Bson::String("c".into()), Bson::Int32(7), a.clone()]
+    );
+    // _id order: numbers < strings < ObjectIds.
+    let by_id: Vec<Bson> = users
+        .find_range(Bound::Unbounded, Bound::Unbounded)
+        .unwrap()
+        .map(|d| d.unwrap().get("_id").unwrap().clone())
+        .collect();
+    assert_eq!(
+        by_id,
+        vec![Bson::Int32(7), Bson::String("c".into()), a.clone()]
+    );
+    let lo = Bson::Int32(7);
+    let only: Vec<_> = users
+        .find_range(Bound::Excluded(&lo), Bound::Excluded(&a))
+        .unwrap()
+        .collect();
+    assert_eq!(only.len(), 1);
+    assert!(users
+        .replace_one(&Bson::Int32(7), &doc! {"name": "bobby"})
+        .unwrap());
+    assert_eq!(
+        users.find_one(&Bson::Int32(7)).unwrap().unwrap(),
+        doc! {"_id": 7, "name": "bobby"}
+    );
+    assert!(!users.replace_one(&Bson::Int32(99), &doc! {}).unwrap());
+    assert!(users.delete_one(&Bson::String("c".into())).unwrap());
+    assert!(!users.delete_one(&Bson::String("c".into())).unwrap());
+    assert_eq!(users.find_one(&Bson::String("c".into())).unwrap(), None);
+    let v = users.validate().unwrap();
+    assert_eq!((v.count, v.index_entries), (2, 2));
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    db.close().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let users = db.get_collection("users").unwrap();
+    assert_eq!(ids(&users, false), vec![a, Bson::Int32(7)]);
+    // New inserts after reopen still go last in natural order.
+    users.insert_one(&doc! {"_id": 1}).unwrap();
+    assert_eq!(ids(&users, true)[0], Bson::Int32(1));
+    assert_eq!(db.list_collections().unwrap(), vec!["users".to_string()]);
+}
+
+#[test]
+fn bad_input_is_a_typed_error_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let c = db.collection("c").unwrap();
+    c.insert_one(&doc! {"_id": 1}).unwrap();
+    for bytes in [
+        &b""[..],
+        &[5, 0, 0, 0][..],
+        &[12, 0, 0, 0, 0x10, b'a', 0, 1, 0, 0, 0][..],
+        &[8, 0, 0, 0, 0x99, b'a', 0, 0][..],
+    ] {
+        assert!(
+            matches!(c.insert_one_bson(bytes), Err(Error::InvalidBson(_))),
+            "{bytes:?}"
+        );
+    }
+    let big = doc! {"x": "y".repeat(tidemark::MAX_DOCUMENT_SIZE)};
+    assert!(matches!(
+        c.insert_one(&big),
+        Err(Error::DocumentTooLarge { .. })
+    ));
+    assert!(matches!(
+        c.insert_one(&doc! {"_id": [1, 2]}),
+        Err(Error::InvalidBson(_))
+    ));
+    // insert_many is atomic: a duplicate in the middle inserts nothing.
+    let docs = [doc! {"_id": 2}, doc! {"_id": 1}, doc! {"_id": 3}];
+    assert!(matches!(
+        c.insert_many(&docs),
+        Err(Error::DuplicateKey { .. })
+    ));
+    let docs = [doc! {"_id": 4}, doc! {"_id": 4}];
+    assert!(matches!(
+        c.insert_many(&docs),
+        Err(Error::DuplicateKey { .. })
+    ));
+    assert_eq!(ids(&c, false), vec![Bson::Int32(1)]);
+    assert!(matches!(
+        db.get_collection("nope"),
+        Err(Error::CollectionNotFound(_))
+    ));
+    assert!(matches!(
+        db.create_collection("c", None),
+        Err(Error::CollectionExists(_))
+    ));
+    let small = CappedOptions {
+        size: 4096,
+        max: None,
+    };
+    let ring = db.create_collection("ring", Some(small)).unwrap();
+    let too_big = doc! {"x": "y".repeat(5000)};
+    assert!(matches!(
+        ring.insert_one(&too_big),
+        Err(Error::CappedRecordTooLarge { .. })
+    ));
+    ring.insert_one(&doc! {"_id": 1, "v": "aaaa"}).unwrap();
+    assert!(matches!(
+        ring.delete_one(&Bson::Int32(1)),
+        Err(Error::CappedOperation { .. })
+    ));
+    assert!(matches!(
+        ring.replace_one(&Bson::Int32(1), &doc! {"v": "aaaaaaaa"}),
+        Err(Error::CappedOperation { .. })
+    ));
+    // A replace that keeps the size is allowed, in place.
+    assert!(ring
+        .replace_one(&Bson::Int32(1), &doc! {"v": "bbbb"})
+        .unwrap());
+    assert_eq!(
+        ring.find_one(&Bson::Int32(1)).unwrap().unwrap(),
+        doc! {"_id": 1, "v": "bbbb"}
+    );
+    assert!(matches!(c.layout(), Err(Error::NotCapped(_))));
+    assert!(matches!(
+        db.create_collection(
+            "tiny",
+            Some(CappedOptions {
+                size: 10,
+                max: None
+            })
+        ),
+        Err(Error::InvalidOption(_))
+    ));
+}
+
+/// The placement rule, written independently of the engine: each record's
+/// ring position, and which records an insert must remove.
+#[derive(Clone, Debug)]
+struct ModelRing {
+    size: u64,
+    max: Option<u64>,
+    head: u64,
+    /// (id, ring position, length), oldest first.
+    recs: VecDeque<(i64, u64, u64)>,
+}
+
+impl ModelRing {
+    fn insert(&mut self, id: i64, len: u64) -> usize {
+        let off = self.head % self.size;
+        let start = if off + len > self.size {
+            self.head + (self.size - off)
+        } else {
+            self.head
+        };
+        let (new_lo, new_hi) = (start % self.size, start % self.size + len);
+        let mut removed = 0;
+        while let Some(&(_, pos, l)) = self.recs.front() {
+            let too_many = self.max.is_some_and(|m| self.recs.len() as u64 >= m);
+            let (lo, hi) = (pos % self.size, pos % self.size + l);
+            let overlaps = lo < new_hi && new_lo < hi;
+            // Bytes from the previous lap between the head and the wrap.
+            let skipped = start != self.head && lo >= off && pos < start;
+            let behind = pos + self.size < start + len;
+            if !(too_many || behind) {
+                break;
+            }
+            assert!(
+                too_many || overlaps || skipped,
+                "the engine rule would remove record at {pos} which overlaps nothing"
+            );
+            self.recs.pop_front();
+            removed += 1;
+        }
+        self.recs.push_back((id, start, len));
+        self.head = start + len;
+        removed
+    }
+}
+
+fn ring_doc(id: i64, pad: usize) -> (Document, u64) {
+    let d = doc! {"_id": Bson::Int64(id), "p": "x".repeat(pad)};
+    // Record = header + encoded _id (a number: 9 bytes) + the BSON.
+    let len = RECORD_HEADER as u64 + 9 + tidemark::bson::to_vec(&d).unwrap().len() as u64;
+    (d, len)
+}
+
+fn check_against_model(c: &tidemark::Collection, m: &ModelRing) {
+    let want_ids: Vec<Bson> = m.recs.iter().map(|r| Bson::Int64(r.0)).collect();
+    assert_eq!(ids(c, false), want_ids);
+    let mut rev = want_ids.clone();
+    rev.reverse();
+    assert_eq!(ids(c, true), rev);
+    let want_layout: Vec<u64> = m.recs.iter().map(|r| r.1 % m.size).collect();
+    assert_eq!(c.layout().unwrap(), want_layout);
+    let v = c.validate().unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    assert_eq!(v.count, m.recs.len() as u64);
+    assert!(v.fragmentation.unwrap() < 1.005, "{v:?}");
+    // The only waste is the skipped end, shorter than the record after it.
+    assert!(v.wasted_bytes < m.recs.iter().map(|r| r.2).max().unwrap_or(0) + 1);
+}
+
+#[test]
+fn capped_inserts_follow_the_ring_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let size = 64 * 1024;
+    let c = db
+        .create_collection("log", Some(CappedOptions { size, max: None }))
+        .unwrap();
+    let mut m = ModelRing {
+        size,
+        max: None,
+        head: 0,
+        recs: VecDeque::new(),
+    };
+    let mut rng = 12345u64;
+    for id in 0..3000 {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let (d, len) = ring_doc(id, (rng >> 33) as usize % 1500);
+        m.insert(id, len);
+        c.insert_one(&d).unwrap();
+        if id % 500 == 0 {
+            check_against_model(&c, &m);
+        }
+    }
+    check_against_model(&c, &m);
+    // find_one of a removed document finds nothing; of a kept one, it.
+    assert_eq!(c.find_one(&Bson::Int64(0)).unwrap(), None);
+    let newest = m.recs.back().unwrap().0;
+    assert!(c.find_one(&Bson::Int64(newest)).unwrap().is_some());
+    db.close().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let c = db.get_collection("log").unwrap();
+    check_against_model(&c, &m);
+    db.verify()
+        .map(|r| assert!(r.problems.is_empty(), "{:?}", r.problems))
+        .unwrap();
+}
+
+#[test]
+fn capped_max_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let c = db
+        .create_collection(
+            "m",
+            Some(CappedOptions {
+                size: 1 << 20,
+                max: Some(5),
+            }),
+        )
+        .unwrap();
+    for i in 0..12i64 {
+        c.insert_one(&doc! {"_id": i}).unwrap();
+    }
+    assert_eq!(
+        ids(&c, false),
+        (7..12i64).map(Bson::Int64).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_batch_commits_capped_inserts_with_other_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    db.create_collection(
+        "oplog",
+        Some(CappedOptions {
+            size: 1 << 16,
+            max: None,
+        }),
+    )
+    .unwrap();
+    let kv = db.table("kv").unwrap();
+    let mut b = WriteBatch::new();
+    b.put("kv", b"x", b"1");
+    b.insert_one("oplog", &doc! {"op": "i", "k": "x"}).unwrap();
+    db.write(&b).unwrap();
+    assert_eq!(kv.get(b"x").unwrap().as_deref(), Some(&b"1"[..]));
+    let oplog = db.get_collection("oplog").unwrap();
+    assert_eq!(oplog.count().unwrap(), 1);
+    // A batch with an invalid part applies nothing.
+    let mut b = WriteBatch::new();
+    b.put("kv", b"y", b"2");
+    b.insert_one("oplog", &doc! {"op": "i", "k": "y"}).unwrap();
+    b.put("missing-table", b"z", b"3");
+    assert!(matches!(db.write(&b), Err(Error::TableNotFound(_))));
+    assert_eq!(kv.get(b"y").unwrap(), None);
+    assert_eq!(oplog.count().unwrap(), 1);
+}
+
+#[test]
+fn tailable_cursor_waits_and_detects_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let c = db
+        .create_collection(
+            "t",
+            Some(CappedOptions {
+                size: 8192,
+                max: None,
+            }),
+        )
+        .unwrap();
+    let mut tail = c.tail(Duration::from_millis(50)).unwrap();
+    assert!(tail.next_document().unwrap().is_none());
+    c.insert_one(&doc! {"_id": 1}).unwrap();
+    assert_eq!(tail.next_document().unwrap().unwrap(), doc! {"_id": 1});
+    // A writer on another thread wakes a waiting cursor.
+    let writer = {
+        let c = c.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            c.insert_one(&doc! {"_id": 2}).unwrap();
+        })
+    };
+    let mut waiting = c.tail(Duration::from_secs(30)).unwrap();
+    assert_eq!(waiting.next_document().unwrap().unwrap(), doc! {"_id": 1});
+    let t0 = std::time::Instant::now();
+    assert_eq!(waiting.next_document().unwrap().unwrap(), doc! {"_id": 2});
+    assert!(t0.elapsed() < Duration::from_secs(30));
+    writer.join().unwrap();
+    // Fall behind by more than a ring: the next read reports it.
+    for i in 3..200i64 {
+        c.insert_one(&doc! {"_id": i, "pad": "p".repeat(100)})
+            .unwrap();
+    }
+    assert!(matches!(
+        tail.next_document(),
+        Err(Error::CappedPositionLost { rid: 2, .. })
+    ));
+    // A plain cursor that falls behind mid-walk reports it too.
+    let mut cur = c.find();
+    cur.next().unwrap().unwrap();
+    for i in 200..400i64 {
+        c.insert_one(&doc! {"_id": i, "pad": "p".repeat(100)})
+            .unwrap();
+    }
+    let rest: Vec<_> = cur.collect();
+    assert!(
+        matches!(rest.last(), Some(Err(Error::CappedPositionLost { .. }))),
+        "{:?}",
+        rest.last()
+    );
+}
+
+fn sim_open(fs: &SimFs, dir: &Path) -> Database {
+    small_builder()
+        .file_system(Arc::new(fs.clone()))
+        .open(dir)
+        .unwrap()
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Insert { pad: usize, durability: u8 },
+    Checkpoint,
+    Crash { power_loss: bool },
+    Reopen,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        20 => (0usize..1200, 0u8..3).prop_map(|(pad, durability)| Step::Insert { pad, durability }),
+        1 => Just(Step::Checkpoint),
+        1 => any::<bool>().prop_map(|power_loss| Step::Crash { power_loss }),
+        1 => Just(Step::Reopen),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Random sizes, wraps, checkpoints, crashes and reopens against the
+    /// model: after a crash the ring holds the model's state after some
+    /// prefix of the inserts that includes every acknowledged durable one.
+    #[test]
+    fn capped_ring_matches_model_across_crashes(
+        size in 4096u64..20000,
+        steps in proptest::collection::vec(step(), 1..120),
+    ) {
+        let dir = Path::new("/sim/db");
+        let mut fs = SimFs::new();
+        let mut db = sim_open(&fs, dir);
+        let mut c = db.create_collection("r", Some(CappedOptions { size, max: None })).unwrap();
+        // Model states after each insert; index 0 is empty.
+        let mut history = vec![ModelRing { size, max: None, head: 0, recs: VecDeque::new() }];
+        let (mut durable_fsync, mut durable_write) = (0usize, 0usize);
+        let mut next_id = 0i64;
+        for s in steps {
+            match s {
+                Step::Insert { pad, durability } => {
+                    let (d, len) = ring_doc(next_id, pad);
+                    let dur = [Durability::None, Durability::Write, Durability::Fsync][durability as usize];
+                    c.insert_one_with(&d, dur).unwrap();
+                    let mut m = history.last().unwrap().clone();
+                    m.insert(next_id, len);
+                    history.push(m);
+                    next_id += 1;
+                    match dur {
+                        Durability::Fsync => { durable_fsync = history.len() - 1; durable_write = durable_fsync; }
+                        Durability::Write => durable_write = history.len() - 1,
+                        _ => {}
+                    }
+                }
+                Step::Checkpoint => {
+                    db.checkpoint().unwrap();
+                    durable_fsync = history.len() - 1;
+                    durable_write = durable_fsync;
+                }
+                Step::Reopen => {
+                    drop(c);
+                    db.close().unwrap();
+                    db = sim_open(&fs, dir);
+                    c = db.get_collection("r").unwrap();
+                    durable_fsync = history.len() - 1;
+                    durable_write = durable_fsync;
+                    check_against_model(&c, history.last().unwrap());
+                }
+                Step::Crash { power_loss } => {
+                    let image = fs.crash_image(power_loss);
+                    drop(c);
+                    drop(db);
+                    fs = image;
+                    db = sim_open(&fs, dir);
+                    c = db.get_collection("r").unwrap();
+                    let got = ids(&c, false);
+                    let floor = if power_loss { durable_fsync } else { durable_write };
+                    let k = (floor..history.len()).find(|&k| {
+                        history[k].recs.iter().map(|r| Bson::Int64(r.0)).collect::<Vec<_>>() == got
+                    });
+                    prop_assert!(k.is_some(), "recovered {:?} matches no state from insert {floor} on", got);
+                    let k = k.unwrap();
+                    history.truncate(k + 1);
+                    check_against_model(&c, &history[k]);
+                    let v = db.verify().unwrap();
+                    prop_assert!(v.problems.is_empty(), "{:?}", v.problems);
+                    durable_fsync = k;
+                    durable_write = k;
+                }
+            }
+        }
+        check_against_model(&c, history.last().unwrap());
+    }
+}
