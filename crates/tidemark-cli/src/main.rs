@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tidemark::bson::Bson;
 use tidemark::Database;
 
 type KvResult = tidemark::Result<(Vec<u8>, Vec<u8>)>;
@@ -71,8 +72,50 @@ enum Cmd {
     },
     /// Write a checkpoint.
     Checkpoint,
-    /// Check every page, checksum, key order and tree invariant.
+    /// Check every page, checksum, key order and tree invariant, every
+    /// collection's documents and index, and every capped ring.
     Verify,
+    /// Create a collection; capped (a ring of BYTES) with --capped-size.
+    CreateCollection {
+        name: String,
+        /// Make it a capped collection of this many bytes.
+        #[arg(long)]
+        capped_size: Option<u64>,
+        /// Most documents a capped collection keeps.
+        #[arg(long, requires = "capped_size")]
+        max: Option<u64>,
+    },
+    /// List collections.
+    Collections,
+    /// Insert documents read from stdin, one MongoDB Extended JSON document
+    /// per line, committed in batches (creating a regular collection if
+    /// needed).
+    Import {
+        collection: String,
+        /// Documents per committed batch.
+        #[arg(long, default_value_t = 1000)]
+        batch: usize,
+    },
+    /// Print documents as relaxed Extended JSON lines, in natural order.
+    Find {
+        collection: String,
+        /// Newest first.
+        #[arg(long)]
+        reverse: bool,
+        /// Print at most N documents.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Print the physical byte offset of every record of a capped
+    /// collection, one per line, in natural order (seed 000's layout).
+    Layout { collection: String },
+    /// Check a collection: counts, wasted bytes, fragmentation, problems.
+    Validate {
+        collection: String,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -198,8 +241,120 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
                 ExitCode::from(1)
             }
         }
+        Cmd::CreateCollection {
+            name,
+            capped_size,
+            max,
+        } => {
+            let capped = capped_size.map(|size| tidemark::CappedOptions { size, max });
+            db.create_collection(&name, capped)?;
+            ExitCode::SUCCESS
+        }
+        Cmd::Collections => {
+            for name in db.list_collections()? {
+                writeln!(out, "{name}")?;
+            }
+            ExitCode::SUCCESS
+        }
+        Cmd::Import { collection, batch } => {
+            import(&db, &collection, batch.max(1))?;
+            ExitCode::SUCCESS
+        }
+        Cmd::Find {
+            collection,
+            reverse,
+            limit,
+        } => {
+            let c = db.get_collection(&collection)?;
+            let cur = if reverse { c.find_reverse() } else { c.find() };
+            for d in cur.take(limit.unwrap_or(usize::MAX)) {
+                let json = Bson::Document(d?).into_relaxed_extjson();
+                writeln!(out, "{json}")?;
+            }
+            ExitCode::SUCCESS
+        }
+        Cmd::Layout { collection } => {
+            for off in db.get_collection(&collection)?.layout()? {
+                writeln!(out, "{off}")?;
+            }
+            ExitCode::SUCCESS
+        }
+        Cmd::Validate { collection, json } => {
+            let v = db.get_collection(&collection)?.validate()?;
+            if json {
+                let obj = serde_json::json!({
+                    "collection": collection,
+                    "count": v.count,
+                    "data_bytes": v.data_bytes,
+                    "wasted_bytes": v.wasted_bytes,
+                    "ring_size": v.ring_size,
+                    "fragmentation": v.fragmentation,
+                    "index_entries": v.index_entries,
+                    "problems": v.problems,
+                    "valid": v.problems.is_empty(),
+                });
+                writeln!(out, "{obj}")?;
+            } else {
+                writeln!(out, "count          {}", v.count)?;
+                writeln!(out, "data_bytes     {}", v.data_bytes)?;
+                writeln!(out, "index_entries  {}", v.index_entries)?;
+                if let Some(size) = v.ring_size {
+                    writeln!(out, "ring_size      {size}")?;
+                    writeln!(out, "wasted_bytes   {}", v.wasted_bytes)?;
+                }
+                if let Some(f) = v.fragmentation {
+                    writeln!(out, "fragmentation  {f:.2}")?;
+                }
+                for p in &v.problems {
+                    writeln!(out, "problem: {p}")?;
+                }
+                if v.problems.is_empty() {
+                    writeln!(out, "ok")?;
+                }
+            }
+            if v.problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
     };
     out.flush()?;
     db.close()?;
     Ok(code)
+}
+
+/// `import`: Extended JSON lines from stdin into `collection`, `batch`
+/// documents per commit. A bad line stops the import with its number; the
+/// batches before it are committed.
+fn import(db: &Database, collection: &str, batch: usize) -> Result<(), Box<dyn std::error::Error>> {
+    db.collection(collection)?;
+    let mut pending = tidemark::WriteBatch::new();
+    let mut n = 0u64;
+    for (i, line) in std::io::stdin().lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: serde_json::Value =
+            serde_json::from_str(&line).map_err(|e| format!("line {}: not JSON: {e}", i + 1))?;
+        let doc = match Bson::try_from(value) {
+            Ok(Bson::Document(d)) => d,
+            Ok(_) => return Err(format!("line {}: not a document", i + 1).into()),
+            Err(e) => return Err(format!("line {}: not Extended JSON: {e}", i + 1).into()),
+        };
+        pending
+            .insert_one(collection, &doc)
+            .map_err(|e| format!("line {}: {e}", i + 1))?;
+        n += 1;
+        if pending.len() >= batch {
+            db.write(&pending)?;
+            pending = tidemark::WriteBatch::new();
+        }
+    }
+    if !pending.is_empty() {
+        db.write(&pending)?;
+    }
+    eprintln!("imported {n} documents");
+    Ok(())
 }

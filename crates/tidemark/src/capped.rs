@@ -64,6 +64,9 @@ pub const MIN_RING_SIZE: u64 = 4096;
 /// Pending (not yet durable) record bytes per ring above which the inserter
 /// syncs the log and writes them out itself.
 const PENDING_LIMIT: u64 = 8 << 20;
+/// Lengths of removed records remembered for the removal minimum; more
+/// than a wrap's skipped end can ever hold.
+const RECENT_REMOVED: usize = 256;
 
 /// The durable description of a ring: where its records are. Stored as a
 /// table value, changed by every insert in the same batch.
@@ -198,6 +201,16 @@ fn parse_head(b: &[u8]) -> Option<(u32, RecordHead, usize)> {
     ))
 }
 
+/// An insert as planned by [`Ring::plan`].
+pub(crate) struct Planned {
+    /// Ring position of the new record.
+    pub(crate) pos: u64,
+    /// Records it removes, oldest first.
+    pub(crate) removed: Vec<RecordHead>,
+    /// The ring state after it.
+    pub(crate) after: RingState,
+}
+
 /// What reading the record expected at a position found.
 pub(crate) enum Slot {
     /// The record, whole and with a good checksum: header and document.
@@ -231,6 +244,9 @@ pub(crate) struct Ring {
     arrived: Condvar,
     /// Records removed to make room, since open.
     pub(crate) removed: std::sync::atomic::AtomicU64,
+    /// Lengths of the records removed last, newest first (for
+    /// [`Ring::removed_beyond_minimum`]).
+    recent_removed: Mutex<std::collections::VecDeque<u64>>,
 }
 
 /// File name of the ring of collection `name` (hex, so any name is a
@@ -297,6 +313,7 @@ impl Ring {
             arrivals: Mutex::new(0),
             arrived: Condvar::new(),
             removed: Default::default(),
+            recent_removed: Default::default(),
         })
     }
 
@@ -407,7 +424,7 @@ impl Ring {
         st: &RingState,
         len: u64,
         extra: &dyn Fn(u64) -> Option<RecordHead>,
-    ) -> Result<(u64, Vec<RecordHead>, RingState)> {
+    ) -> Result<Planned> {
         if len > self.size {
             return Err(Error::CappedRecordTooLarge {
                 len,
@@ -475,7 +492,11 @@ impl Ring {
         after.next_id += 1;
         after.count += 1;
         after.bytes += len;
-        Ok((start, removed, after))
+        Ok(Planned {
+            pos: start,
+            removed,
+            after,
+        })
     }
 
     /// Applies a logged insert (or an in-place rewrite): the state after it
@@ -506,6 +527,37 @@ impl Ring {
         if let Some((_, old)) = p.records.insert(pos, (log_bound, record)) {
             p.bytes -= old.len() as u64;
         }
+    }
+
+    /// Notes the lengths of records an insert removed (oldest first).
+    pub(crate) fn note_removed(&self, lens: &[u64]) {
+        let mut r = self.recent_removed.lock();
+        for &l in lens {
+            r.push_front(l);
+        }
+        r.truncate(RECENT_REMOVED);
+    }
+
+    /// How many of the records removed so far a placement that could use
+    /// every free byte of the ring would have kept: the newest removed
+    /// records that still fit beside the live ones. Removals minus this is
+    /// the fewest removals any capped collection of this size could have
+    /// made for the same inserts (its live records are the longest suffix
+    /// of the inserts that fits in `size` bytes).
+    pub(crate) fn removed_beyond_minimum(&self) -> u64 {
+        let st = self.state();
+        let mut room = self.size.saturating_sub(st.bytes);
+        let mut count = st.count;
+        let mut n = 0;
+        for &l in self.recent_removed.lock().iter() {
+            if l > room || self.max.is_some_and(|m| count >= m) {
+                break;
+            }
+            room -= l;
+            count += 1;
+            n += 1;
+        }
+        n
     }
 
     /// Wakes tailable cursors waiting for records.

@@ -727,6 +727,26 @@ impl Database {
         }
         let mut report = verify::verify(self.engine(), &tables);
         report.problems.extend(problems);
+        // Collections: every document and index entry, every ring record.
+        match self.list_collections() {
+            Ok(names) => {
+                for name in names {
+                    match self.get_collection(&name).and_then(|c| c.validate()) {
+                        Ok(v) => report.problems.extend(
+                            v.problems
+                                .into_iter()
+                                .map(|p| format!("collection {name:?}: {p}")),
+                        ),
+                        Err(e) => report
+                            .problems
+                            .push(format!("collection {name:?} could not be checked: {e}")),
+                    }
+                }
+            }
+            Err(e) => report
+                .problems
+                .push(format!("collections could not be listed: {e}")),
+        }
         Ok(report)
     }
 

@@ -102,6 +102,21 @@ pub struct Stats {
     pub snapshot_too_old_errors: u64,
     /// Snapshots invalidated to keep versions within the budget.
     pub snapshots_invalidated: u64,
+    /// Open capped collections.
+    pub capped_collections: u64,
+    /// Records in them.
+    pub capped_records: u64,
+    /// Record bytes in them, headers included.
+    pub capped_bytes: u64,
+    /// Records removed from rings to make room, since open.
+    pub capped_records_removed: u64,
+    /// The fewest records any capped collection of the same sizes could
+    /// have removed for the same inserts: one whose live records are always
+    /// the longest suffix of the inserts that fits in its size (so it could
+    /// use every free byte, even the skipped end of a ring).
+    pub capped_records_removed_min: u64,
+    /// Ring bytes waiting for their log to become durable.
+    pub capped_pending_bytes: u64,
 }
 
 impl Stats {
@@ -116,6 +131,7 @@ impl Stats {
 }
 
 pub(crate) fn collect(e: &Engine) -> Stats {
+    let rings: Vec<_> = e.rings.read().values().cloned().collect();
     let p = &e.pool.counters;
     let c = &e.ckpt;
     let a = e.pager.alloc.stats();
@@ -171,6 +187,22 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         txn_conflicts: v.conflicts.load(Ordering::Relaxed),
         snapshot_too_old_errors: v.too_old.load(Ordering::Relaxed),
         snapshots_invalidated: v.invalidated.load(Ordering::Relaxed),
+        capped_collections: rings.len() as u64,
+        capped_records: rings.iter().map(|r| r.state().count).sum(),
+        capped_bytes: rings.iter().map(|r| r.state().bytes).sum(),
+        capped_records_removed: rings
+            .iter()
+            .map(|r| r.removed.load(Ordering::Relaxed))
+            .sum(),
+        capped_records_removed_min: rings
+            .iter()
+            .map(|r| {
+                r.removed
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(r.removed_beyond_minimum())
+            })
+            .sum(),
+        capped_pending_bytes: rings.iter().map(|r| r.pending_bytes()).sum(),
     }
 }
 
@@ -223,6 +255,15 @@ impl Stats {
             ("txn_conflicts", self.txn_conflicts),
             ("snapshot_too_old_errors", self.snapshot_too_old_errors),
             ("snapshots_invalidated", self.snapshots_invalidated),
+            ("capped_collections", self.capped_collections),
+            ("capped_records", self.capped_records),
+            ("capped_bytes", self.capped_bytes),
+            ("capped_records_removed", self.capped_records_removed),
+            (
+                "capped_records_removed_min",
+                self.capped_records_removed_min,
+            ),
+            ("capped_pending_bytes", self.capped_pending_bytes),
         ]
     }
 }

@@ -274,6 +274,19 @@ fn capped_inserts_follow_the_ring_rule() {
         }
     }
     check_against_model(&c, &m);
+    // Removals: every record not kept; beyond the minimum of a collection
+    // that could use every free byte, at most what the skipped end of the
+    // ring (shorter than one record) could hold.
+    let s = db.stats();
+    assert_eq!(s.capped_records_removed, 3000 - m.recs.len() as u64);
+    assert!(s.capped_records_removed >= s.capped_records_removed_min);
+    let smallest = RECORD_HEADER as u64 + 9 + 20;
+    assert!(
+        s.capped_records_removed - s.capped_records_removed_min <= 1580 / smallest + 1,
+        "{} removed, minimum {}",
+        s.capped_records_removed,
+        s.capped_records_removed_min
+    );
     // find_one of a removed document finds nothing; of a kept one, it.
     assert_eq!(c.find_one(&Bson::Int64(0)).unwrap(), None);
     let newest = m.recs.back().unwrap().0;

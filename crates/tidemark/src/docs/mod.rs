@@ -198,6 +198,8 @@ enum Step {
         pos_bytes: [u8; 8],
         record: Arc<[u8]>,
         after: Option<RingState>,
+        /// Lengths of the records it removes (for the stats).
+        removed: Vec<u64>,
     },
 }
 
@@ -299,8 +301,11 @@ fn plan(e: &Engine, ops: &[DocOp]) -> Result<Plan> {
                             .entry(coll.name.clone())
                             .or_insert_with(|| (ring.state(), HashMap::new()));
                         let len = capped::record_len(key.len(), doc.len());
-                        let (pos, removed, after) =
-                            ring.plan(st, len, &|p| planned.get(&p).cloned())?;
+                        let capped::Planned {
+                            pos,
+                            removed,
+                            after,
+                        } = ring.plan(st, len, &|p| planned.get(&p).cloned())?;
                         if let Some(err) = dup(&removed) {
                             return Err(err?);
                         }
@@ -333,6 +338,7 @@ fn plan(e: &Engine, ops: &[DocOp]) -> Result<Plan> {
                             pos_bytes: pos.to_le_bytes(),
                             record,
                             after: Some(after),
+                            removed: removed.iter().map(RecordHead::total).collect(),
                         });
                         for h in removed {
                             added.remove(&(coll.name.clone(), h.key.clone()));
@@ -384,6 +390,7 @@ fn plan(e: &Engine, ops: &[DocOp]) -> Result<Plan> {
                                 pos_bytes: pos.to_le_bytes(),
                                 record: capped::encode_record(pos, rid, h.prev, key, doc).into(),
                                 after: None,
+                                removed: Vec::new(),
                             });
                         }
                         (None, None) => {
@@ -468,14 +475,13 @@ fn apply(e: &Engine, p: Plan, ts: Option<Ts>) -> Result<(Vec<bool>, Vec<Arc<Ring
                 pos,
                 record,
                 after,
+                removed,
                 ..
             } => {
-                let removed_before = ring.state().first_id;
                 ring.apply(after, pos, record, e.wal.position());
-                if let Some(a) = after {
-                    ring.removed
-                        .fetch_add(a.first_id.saturating_sub(removed_before), Ordering::Relaxed);
-                }
+                ring.removed
+                    .fetch_add(removed.len() as u64, Ordering::Relaxed);
+                ring.note_removed(&removed);
                 if !touched.iter().any(|r| Arc::ptr_eq(r, &ring)) {
                     touched.push(ring);
                 }
