@@ -547,14 +547,12 @@ impl Ring {
     pub(crate) fn removed_beyond_minimum(&self) -> u64 {
         let st = self.state();
         let mut room = self.size.saturating_sub(st.bytes);
-        let mut count = st.count;
         let mut n = 0;
         for &l in self.recent_removed.lock().iter() {
-            if l > room || self.max.is_some_and(|m| count >= m) {
+            if l > room || self.max.is_some_and(|m| st.count + n >= m) {
                 break;
             }
             room -= l;
-            count += 1;
             n += 1;
         }
         n
