@@ -5,6 +5,7 @@
 //! RocksDB, LMDB, ...) live only in this crate, never in the engine.
 
 mod cache_pressure;
+mod capped;
 mod checkpoint;
 mod read_after_checkpoint;
 mod report;
@@ -70,6 +71,25 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
         threads: Vec<usize>,
     },
+    /// Seed 000's workloads on a capped collection and on a regular one with
+    /// deletes of the oldest documents (pathology 1).
+    Capped {
+        /// Inserting threads.
+        #[arg(long, default_value_t = 8)]
+        threads: usize,
+        /// Ring size in MiB (default 100; 16 with --quick).
+        #[arg(long)]
+        ring_mb: Option<u64>,
+        /// Laps of the ring each workload writes (default 10; 3 with --quick).
+        #[arg(long)]
+        laps: Option<u64>,
+        /// Run only workloads whose name contains this (e.g. "case 1").
+        #[arg(long)]
+        only: Option<String>,
+        /// Skip the regular-collection alternative.
+        #[arg(long)]
+        capped_only: bool,
+    },
     /// Writer throughput with 0, 1 and 8 long-lived snapshot readers.
     Snapshots {
         /// Writer threads.
@@ -100,6 +120,22 @@ fn main() -> ExitCode {
             threads,
             cache_mb,
             dataset_mb: dataset_mb.unwrap_or(if cli.quick { 200 } else { 1024 }),
+        }),
+        Cmd::Capped {
+            threads,
+            ring_mb,
+            laps,
+            only,
+            capped_only,
+        } => capped::run(&capped::Args {
+            only,
+            capped_only,
+            quick: cli.quick,
+            json: cli.json,
+            dir: cli.dir,
+            threads,
+            ring_mb: ring_mb.unwrap_or(if cli.quick { 16 } else { 100 }),
+            laps: laps.unwrap_or(if cli.quick { 3 } else { 10 }),
         }),
         Cmd::Checkpoint => checkpoint::run(&checkpoint::Args {
             quick: cli.quick,

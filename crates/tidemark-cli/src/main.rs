@@ -289,6 +289,8 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
                     "wasted_bytes": v.wasted_bytes,
                     "ring_size": v.ring_size,
                     "fragmentation": v.fragmentation,
+                    "discontinuities": v.discontinuities,
+                    "wraps": v.wraps,
                     "index_entries": v.index_entries,
                     "problems": v.problems,
                     "valid": v.problems.is_empty(),
@@ -304,6 +306,9 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
                 }
                 if let Some(f) = v.fragmentation {
                     writeln!(out, "fragmentation  {f:.2}")?;
+                }
+                if let (Some(d), Some(w)) = (v.discontinuities, v.wraps) {
+                    writeln!(out, "discontinuities {d}  wraps {w}")?;
                 }
                 for p in &v.problems {
                     writeln!(out, "problem: {p}")?;

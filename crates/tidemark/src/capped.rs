@@ -61,9 +61,14 @@ const FILE_HEADER: u64 = 4096;
 const FILE_MAGIC: &[u8; 16] = b"tidemark ring v1";
 /// Smallest ring a capped collection may have.
 pub const MIN_RING_SIZE: u64 = 4096;
-/// Pending (not yet durable) record bytes per ring above which the inserter
-/// syncs the log and writes them out itself.
-const PENDING_LIMIT: u64 = 8 << 20;
+/// Pending (not yet durable) record bytes per ring above which an insert
+/// wakes the background ring writer.
+const PENDING_SOFT: u64 = 4 << 20;
+/// ... and above which the inserter syncs the log and writes them out
+/// itself (the writer is behind; memory stays bounded).
+const PENDING_HARD: u64 = 64 << 20;
+/// Bytes read at once for a record header and its key.
+const HEAD_READ: usize = 128;
 /// Lengths of removed records remembered for the removal minimum; more
 /// than a wrap's skipped end can ever hold.
 const RECENT_REMOVED: usize = 256;
@@ -327,9 +332,10 @@ impl Ring {
         pos % self.size
     }
 
-    /// Reads `buf.len()` bytes of the record that should be at `pos`:
-    /// from the pending records, else from the file.
-    fn read_at(&self, pos: u64, buf: &mut [u8]) -> Result<bool> {
+    /// Reads up to `buf.len()` bytes of the record that should be at `pos`:
+    /// from the pending records (only as far as the pending record there
+    /// goes), else from the file. Returns the bytes read.
+    fn read_at(&self, pos: u64, buf: &mut [u8]) -> Result<usize> {
         {
             let p = self.pending.lock();
             if let Some((&start, (_, rec))) = p.records.range(..=pos).next_back() {
@@ -339,39 +345,41 @@ impl Ring {
                     // there: only that record's bytes count.
                     let n = buf.len().min(rec.len() - at);
                     buf[..n].copy_from_slice(&rec[at..at + n]);
-                    return Ok(n == buf.len());
+                    return Ok(n);
                 }
             }
         }
         let off = self.offset(pos);
         if off + buf.len() as u64 > self.size {
-            return Ok(false);
+            return Ok(0);
         }
         self.file.read_exact_at(buf, FILE_HEADER + off)?;
-        Ok(true)
+        Ok(buf.len())
     }
 
     /// The header (and key) of the record at ring position `pos`, if that
     /// position holds one. The checksum is not checked (see [`Ring::read`]).
     pub(crate) fn head_at(&self, pos: u64) -> Result<Option<RecordHead>> {
-        if self.offset(pos) + RECORD_HEADER as u64 > self.size {
+        let room = self.size - self.offset(pos);
+        if room < RECORD_HEADER as u64 {
             return Ok(None);
         }
-        let mut b = [0u8; RECORD_HEADER];
-        if !self.read_at(pos, &mut b)? {
-            return Ok(None);
-        }
-        let Some((_, mut h, klen)) = parse_head(&b) else {
+        // One read for the header and a key of usual length.
+        let mut b = vec![0u8; (HEAD_READ as u64).min(room) as usize];
+        let n = self.read_at(pos, &mut b)?;
+        let Some((_, mut h, klen)) = parse_head(&b[..n]) else {
             return Ok(None);
         };
-        if h.pos != pos || record_len(klen, h.doc_len as usize) > self.size - self.offset(pos) {
+        if h.pos != pos || record_len(klen, h.doc_len as usize) > room {
             return Ok(None);
         }
-        let mut key = vec![0u8; RECORD_HEADER + klen];
-        if !self.read_at(pos, &mut key)? {
-            return Ok(None);
+        if n < RECORD_HEADER + klen {
+            b = vec![0u8; RECORD_HEADER + klen];
+            if self.read_at(pos, &mut b)? < b.len() {
+                return Ok(None);
+            }
         }
-        h.key = key.split_off(RECORD_HEADER);
+        h.key = b[RECORD_HEADER..RECORD_HEADER + klen].to_vec();
         Ok(Some(h))
     }
 
@@ -381,7 +389,7 @@ impl Ring {
             return Ok(Slot::Absent);
         };
         let mut b = vec![0u8; h.total() as usize];
-        if !self.read_at(pos, &mut b)? {
+        if self.read_at(pos, &mut b)? < b.len() {
             return Ok(Slot::Absent);
         }
         let crc = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
@@ -440,13 +448,22 @@ impl Ring {
         let keep_from = (start + len).saturating_sub(self.size);
         let mut after = *st;
         let mut removed = Vec::new();
+        // The header of the record at the tail, when already read.
+        let mut known: Option<RecordHead> = None;
         while after.count > 0
             && (after.tail < keep_from || self.max.is_some_and(|m| after.count >= m))
         {
-            let h = match extra(after.tail) {
+            let found = match known.take() {
+                Some(h) => Some(h),
+                None => match extra(after.tail) {
+                    Some(h) => Some(h),
+                    None => self.head_at(after.tail)?,
+                },
+            };
+            let h = match found {
                 Some(h) => h,
-                None => self.head_at(after.tail)?.ok_or_else(|| {
-                    Error::corruption(
+                None => {
+                    return Err(Error::corruption(
                         0,
                         format!(
                             "capped collection {:?}: no record at ring offset {} where its \
@@ -455,8 +472,8 @@ impl Ring {
                             self.offset(after.tail),
                             after.first_id
                         ),
-                    )
-                })?,
+                    ))
+                }
             };
             if h.rid != after.first_id {
                 return Err(Error::corruption(
@@ -475,10 +492,18 @@ impl Ring {
             after.tail = if after.count == 0 {
                 start
             } else {
+                // The next record is right after this one, or at the start
+                // of the next lap.
                 let right_after = after.tail + h.total();
-                match extra(right_after) {
+                known = match extra(right_after) {
+                    Some(n) => Some(n),
+                    None if self.offset(right_after) == 0 => None,
+                    None => self.head_at(right_after)?,
+                };
+                match &known {
                     Some(_) => right_after,
-                    None => self.next_pos(after.tail, h.total())?,
+                    None if self.offset(right_after) == 0 => right_after,
+                    None => right_after.next_multiple_of(self.size),
                 }
             };
             removed.push(h);
@@ -582,10 +607,15 @@ impl Ring {
         self.pending.lock().bytes
     }
 
-    /// Whether the pending bytes are over the limit (the caller should sync
-    /// the log and flush).
+    /// Whether the pending bytes call for the background writer.
+    pub(crate) fn over_soft_limit(&self) -> bool {
+        self.pending_bytes() > PENDING_SOFT
+    }
+
+    /// Whether the pending bytes are over the hard limit (the caller should
+    /// sync the log and flush).
     pub(crate) fn over_limit(&self) -> bool {
-        self.pending_bytes() > PENDING_LIMIT
+        self.pending_bytes() > PENDING_HARD
     }
 
     /// Writes out, in ring order, every pending record whose log is durable

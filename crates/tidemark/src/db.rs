@@ -230,6 +230,14 @@ impl Builder {
             let e = engine.clone();
             threads.push(
                 std::thread::Builder::new()
+                    .name("tidemark-rings".into())
+                    .spawn(move || e.run_ring_writer())?,
+            );
+        }
+        {
+            let e = engine.clone();
+            threads.push(
+                std::thread::Builder::new()
                     .name("tidemark-versions".into())
                     .spawn(move || e.versions.run_reclaimer())?,
             );
@@ -292,6 +300,7 @@ impl Inner {
         self.engine.pool.shutdown.store(true, Ordering::Release);
         self.engine.pool.wake_workers();
         self.engine.versions.stop_reclaimer();
+        self.engine.stop_ring_writer();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }

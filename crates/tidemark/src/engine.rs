@@ -47,6 +47,9 @@ pub(crate) struct Engine {
     pub(crate) fs: Arc<dyn FileSystem>,
     /// Open rings of capped collections, by collection name.
     pub(crate) rings: parking_lot::RwLock<std::collections::HashMap<Vec<u8>, Arc<Ring>>>,
+    /// (flush requested, stop) for the background ring writer.
+    pub(crate) ring_wake: Mutex<(bool, bool)>,
+    pub(crate) ring_cv: parking_lot::Condvar,
     /// Open collections, by name (see `docs`).
     pub(crate) colls: Mutex<std::collections::HashMap<String, Arc<crate::docs::CollMeta>>>,
 }
@@ -151,6 +154,8 @@ impl Engine {
             dir: dir.to_path_buf(),
             fs: fs.clone(),
             rings: Default::default(),
+            ring_wake: Mutex::new((false, false)),
+            ring_cv: parking_lot::Condvar::new(),
             colls: Default::default(),
         };
         if m.next_pid == CATALOG_ROOT {
@@ -417,6 +422,48 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// Asks the background ring writer to write pending ring records.
+    pub(crate) fn request_ring_flush(&self) {
+        self.ring_wake.lock().0 = true;
+        self.ring_cv.notify_one();
+    }
+
+    /// The background ring writer: when asked, and every second anyway,
+    /// syncs the log (one fsync for everything pending) and writes the ring
+    /// records it covers, so inserts neither fsync nor hold many pending
+    /// bytes. A failure stops writes, as a failed checkpoint does.
+    pub(crate) fn run_ring_writer(&self) {
+        let mut w = self.ring_wake.lock();
+        loop {
+            if !w.0 && !w.1 {
+                self.ring_cv
+                    .wait_for(&mut w, std::time::Duration::from_secs(1));
+            }
+            if w.1 {
+                return;
+            }
+            w.0 = false;
+            drop(w);
+            let rings: Vec<Arc<Ring>> = self.rings.read().values().cloned().collect();
+            if rings.iter().any(|r| r.pending_bytes() > 0) && self.pager.check_writable().is_ok() {
+                let r = self
+                    .wal
+                    .sync()
+                    .and_then(|durable| rings.iter().try_for_each(|r| r.flush(durable)));
+                if let Err(e) = r {
+                    self.pager
+                        .stop_writes(&format!("writing capped records failed: {e}"));
+                }
+            }
+            w = self.ring_wake.lock();
+        }
+    }
+
+    pub(crate) fn stop_ring_writer(&self) {
+        self.ring_wake.lock().1 = true;
+        self.ring_cv.notify_all();
     }
 
     /// Syncs the log and writes every ring's records it covers to the ring

@@ -243,6 +243,8 @@ fn check_against_model(c: &tidemark::Collection, m: &ModelRing) {
     assert!(v.problems.is_empty(), "{:?}", v.problems);
     assert_eq!(v.count, m.recs.len() as u64);
     assert!(v.fragmentation.unwrap() < 1.005, "{v:?}");
+    assert_eq!(v.discontinuities, Some(0), "{v:?}");
+    assert!(v.wraps.unwrap() <= 1, "{v:?}");
     // The only waste is the skipped end, shorter than the record after it.
     assert!(v.wasted_bytes < m.recs.iter().map(|r| r.2).max().unwrap_or(0) + 1);
 }

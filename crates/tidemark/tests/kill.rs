@@ -1,7 +1,10 @@
 //! A writer in a child process is killed with SIGKILL at random moments;
 //! after each kill the database must reopen with every acknowledged commit
 //! and, per writer thread, a gap-free prefix of its commits. A third of
-//! the commits are write transactions, the rest batches.
+//! the commits are write transactions, the rest batches that also insert an
+//! oplog entry into a small capped collection (so its ring wraps often):
+//! the entry must survive exactly when the change it describes does, and
+//! the ring must hold a contiguous suffix of what was inserted.
 //!
 //! CI runs a few cycles; `TIDEMARK_KILL_CYCLES=200 cargo test --release
 //! -p tidemark --test kill` runs a long one. The seed is printed.
@@ -11,9 +14,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
-use tidemark::{Database, Durability, WriteBatch};
+use tidemark::bson::doc;
+use tidemark::{CappedOptions, Database, Durability, WriteBatch};
 
 const THREADS: u32 = 3;
+const OPLOG: CappedOptions = CappedOptions {
+    size: 64 << 10,
+    max: None,
+};
 
 fn key(thread: u32, i: u64) -> Vec<u8> {
     format!("w{thread}-{i:08}").into_bytes()
@@ -38,6 +46,10 @@ fn child_writer() {
         .parse()
         .unwrap();
     db.table("t").unwrap();
+    match db.create_collection("oplog", Some(OPLOG)) {
+        Ok(_) | Err(tidemark::Error::CollectionExists(_)) => {}
+        Err(e) => panic!("{e}"),
+    }
     std::thread::scope(|s| {
         for th in 0..THREADS {
             let db = db.clone();
@@ -64,6 +76,12 @@ fn child_writer() {
                         b.put("t", key(th, i), vec![th as u8; len]);
                         // A second write of a shared key: the batch is atomic.
                         b.put("t", format!("last{th}"), i.to_le_bytes());
+                        // Its oplog entry commits with it.
+                        b.insert_one(
+                            "oplog",
+                            &doc! {"t": th as i64, "i": i as i64, "pad": "o".repeat(len / 20)},
+                        )
+                        .unwrap();
                         b.set_durability(d);
                         db.write(&b).unwrap();
                     }
@@ -90,6 +108,7 @@ fn kill_nine_loses_no_acknowledged_commit() {
     // Commits are numbered on from where the previous cycle's survivors end.
     let mut next = [0u64; THREADS as usize];
     let mut acknowledged = 0u64;
+    let mut oplog_entries = 0usize;
     for cycle in 0..cycles {
         let start = *next.iter().max().unwrap() + 1;
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -144,6 +163,7 @@ fn kill_nine_loses_no_acknowledged_commit() {
             }
             Err(e) => panic!("{e}"),
         };
+        let mut survivors = [None; THREADS as usize];
         for th in 0..THREADS {
             // Survivors of this cycle: a gap-free run from `start`.
             let mut i = start;
@@ -176,11 +196,74 @@ fn kill_nine_loses_no_acknowledged_commit() {
                 );
             }
             next[th as usize] = survived.unwrap_or(start);
+            survivors[th as usize] = survived;
         }
+        oplog_entries += check_oplog(&db, &t, start, &survivors, cycle, seed);
         db.close().unwrap();
     }
     assert!(
-        acknowledged > 0,
+        acknowledged > 0 && oplog_entries > 0,
         "the child never committed: the test checked nothing"
     );
+    eprintln!("{acknowledged} commits acknowledged, {oplog_entries} oplog entries checked");
+}
+
+/// The oplog holds, per thread, a gap-free run of its batch commits (the
+/// ring keeps a contiguous suffix of all inserts), ending at that thread's
+/// newest surviving batch; an entry exists exactly when its change does.
+fn check_oplog(
+    db: &Database,
+    t: &tidemark::Table,
+    start: u64,
+    survivors: &[Option<u64>],
+    cycle: u32,
+    seed: u64,
+) -> usize {
+    let Ok(oplog) = db.get_collection("oplog") else {
+        return 0;
+    };
+    let v = oplog.validate().unwrap();
+    assert!(
+        v.problems.is_empty(),
+        "cycle {cycle} (seed {seed}): {:?}",
+        v.problems
+    );
+    assert_eq!(v.discontinuities, Some(0));
+    let mut seen: Vec<Vec<u64>> = vec![Vec::new(); THREADS as usize];
+    let mut checked = 0;
+    for d in oplog.find() {
+        let d = d.unwrap();
+        let (th, i) = (
+            d.get_i64("t").unwrap() as u32,
+            d.get_i64("i").unwrap() as u64,
+        );
+        seen[th as usize].push(i);
+        checked += 1;
+        assert!(
+            t.get(key(th, i)).unwrap().is_some(),
+            "cycle {cycle} (seed {seed}): oplog entry {th}/{i} without its change"
+        );
+    }
+    for th in 0..THREADS as usize {
+        // Numbering jumps between cycles; within this one it is gap-free.
+        let batches: Vec<u64> = seen[th].iter().copied().filter(|&i| i >= start).collect();
+        for w in batches.windows(2) {
+            let next_batch = (w[0] + 1..).find(|i| i % 3 != 0).unwrap();
+            assert_eq!(
+                w[1], next_batch,
+                "cycle {cycle} (seed {seed}): oplog gap in thread {th}"
+            );
+        }
+        let newest_batch = survivors[th].and_then(|s| (start..=s).rev().find(|i| i % 3 != 0));
+        // The ring keeps a suffix of the inserts: once an entry of the
+        // thread is there, every later one is, up to its newest.
+        if let (Some(n), false) = (newest_batch, batches.is_empty()) {
+            assert_eq!(
+                batches.last(),
+                Some(&n),
+                "cycle {cycle} (seed {seed}): thread {th}'s newest batch {n} has no oplog entry"
+            );
+        }
+    }
+    checked
 }

@@ -280,6 +280,8 @@ pub(crate) fn validate(coll: &Collection) -> Result<ValidateReport> {
         wasted_bytes: 0,
         ring_size: None,
         fragmentation: None,
+        discontinuities: None,
+        wraps: None,
         index_entries,
         problems: Vec::new(),
     };
@@ -294,6 +296,8 @@ pub(crate) fn validate(coll: &Collection) -> Result<ValidateReport> {
         (Some(ring), _) => {
             let st = ring.state();
             let mut offsets = Vec::new();
+            let (mut jumps, mut wraps) = (0u64, 0u64);
+            let mut prev_end: Option<u64> = None;
             let mut w = RingWalk::new(ring, false);
             loop {
                 match w.next_record(ring, &name) {
@@ -302,6 +306,18 @@ pub(crate) fn validate(coll: &Collection) -> Result<ValidateReport> {
                         r.count += 1;
                         r.data_bytes += h.total();
                         offsets.push(ring.offset(h.pos));
+                        if let Some(end) = prev_end {
+                            if h.pos != end {
+                                if ring.offset(h.pos) == 0
+                                    && h.pos == end.next_multiple_of(ring.size)
+                                {
+                                    wraps += 1;
+                                } else {
+                                    jumps += 1;
+                                }
+                            }
+                        }
+                        prev_end = Some(h.pos + h.total());
                         match stored_document(&doc, || format!("record {}", h.rid))
                             .and_then(|d| key_of_doc(&d))
                         {
@@ -336,6 +352,11 @@ pub(crate) fn validate(coll: &Collection) -> Result<ValidateReport> {
             r.wasted_bytes = (st.head - st.tail).saturating_sub(st.bytes);
             r.ring_size = Some(ring.size);
             r.fragmentation = Some(fragmentation_ratio(&offsets));
+            r.discontinuities = Some(jumps);
+            r.wraps = Some(wraps);
+            if wraps > 1 {
+                problems.push(format!("{wraps} wraps within the live records"));
+            }
         }
         (None, Some(data)) => {
             for kv in data.iter() {

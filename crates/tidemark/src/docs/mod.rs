@@ -68,6 +68,12 @@ pub struct ValidateReport {
     /// Capped: the fragmentation ratio of the layout (1.00 is a perfect
     /// ring).
     pub fragmentation: Option<f64>,
+    /// Capped: steps of natural order where the next record is neither
+    /// right after the previous one nor at the ring's start after a wrap
+    /// (0 for a ring buffer: natural order is physical order).
+    pub discontinuities: Option<u64>,
+    /// Capped: wraps within the live records (0 or 1).
+    pub wraps: Option<u64>,
     /// Entries of the `_id` index.
     pub index_entries: u64,
     /// Checksum failures and inconsistencies; empty when sound.
@@ -524,6 +530,8 @@ impl Database {
             if r.over_limit() {
                 let durable = e.wal.sync()?;
                 r.flush(durable)?;
+            } else if r.over_soft_limit() {
+                e.request_ring_flush();
             }
         }
         Ok(matched)
