@@ -741,6 +741,30 @@ fn check_collection_name(name: &str) -> Result<()> {
 }
 
 /// A collection of BSON documents. Cheap to clone.
+///
+/// ```no_run
+/// use tidemark::bson::{doc, Bson};
+/// use tidemark::{CappedOptions, WriteBatch};
+/// let db = tidemark::Database::open("data/app")?;
+/// let users = db.collection("users")?;
+/// let id = users.insert_one(&doc! {"name": "ann"})?;
+/// users.insert_many(&[doc! {"_id": 7}, doc! {"_id": 8}])?;
+/// users.replace_one(&Bson::Int32(7), &doc! {"name": "bob"})?;
+/// users.delete_one(&id)?;
+/// for d in users.find() {
+///     let _d = d?;
+/// }
+/// let oplog = db.create_collection("oplog", Some(CappedOptions { size: 100 << 20, max: None }))?;
+/// let mut b = WriteBatch::new();
+/// b.put("kv", b"x", b"1");
+/// b.insert_one("oplog", &doc! {"op": "i", "k": "x"})?;
+/// db.write(&b)?;
+/// let mut tail = oplog.tail(std::time::Duration::from_millis(500))?;
+/// while let Some(_d) = tail.next_document()? {}
+/// let _offsets = oplog.layout()?;
+/// let _report = oplog.validate()?;
+/// # Ok::<(), tidemark::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Collection {
     db: Database,
