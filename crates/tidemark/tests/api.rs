@@ -269,3 +269,49 @@ fn data_file_grows_in_preallocated_steps_that_stats_count_as_free() {
     assert_eq!(t.iter().filter(|r| r.is_ok()).count(), 2000);
     assert!(db.verify().unwrap().is_ok());
 }
+
+/// A queue (keys added at one end, deleted at the other) keeps the file
+/// bounded: leaves that empty are unlinked and their pages reused.
+#[test]
+fn a_queue_table_does_not_grow_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let t = db.create_table("q").unwrap();
+    let value = [7u8; 200];
+    let live = 2_000u64;
+    let mut sizes = Vec::new();
+    for round in 0..12u64 {
+        for i in round * 10_000..(round + 1) * 10_000 {
+            t.put(i.to_be_bytes(), value).unwrap();
+            if i >= live {
+                assert!(t.delete((i - live).to_be_bytes()).unwrap());
+            }
+        }
+        db.checkpoint().unwrap();
+        sizes.push(db.stats().file_size);
+        // Scans see exactly the live keys, in order, both ways.
+        let keys: Vec<u64> = t
+            .iter()
+            .map(|kv| u64::from_be_bytes(kv.unwrap().0.try_into().unwrap()))
+            .collect();
+        let want: Vec<u64> = ((round + 1) * 10_000 - live..(round + 1) * 10_000).collect();
+        assert_eq!(keys, want);
+        assert_eq!(t.iter().rev().count() as u64, live);
+    }
+    let report = db.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    // 120k keys of 200 bytes went through the table (about 1,600 leaves'
+    // worth); 2,000 are live (about 30 leaves). The file must not keep
+    // growing with the keys ever deleted.
+    assert!(
+        sizes[11] <= sizes[3],
+        "file grew from {} to {} bytes: {sizes:?}",
+        sizes[3],
+        sizes[11]
+    );
+    assert!(
+        report.pages < 200,
+        "{} pages for {live} live keys",
+        report.pages
+    );
+}

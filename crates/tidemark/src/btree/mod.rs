@@ -8,8 +8,9 @@
 //! to absorb a split down to the leaf (pessimistic). A table's root keeps
 //! its page id forever: when it splits, its content moves to a new child.
 //!
-//! Leaves are not merged when they empty; an empty leaf costs one page and
-//! is skipped by range scans.
+//! Leaves are not merged when they underflow. A leaf that a delete empties
+//! is unlinked from its parent and freed (`unlink_empty_leaf`), unless it is
+//! its parent's only child or the root; scans skip any empty leaf left.
 
 pub(crate) mod node;
 pub(crate) mod overflow;
@@ -365,6 +366,9 @@ impl<'a> Tree<'a> {
                 if page::level(g.bytes()) == 1 {
                     let w = self.pool.fix_exclusive(self.pager, c)?;
                     check_child_level(g.bytes(), w.bytes(), c)?;
+                    // Coupled until the leaf is latched; no longer (an
+                    // emptied leaf is unlinked from the top down).
+                    drop(g);
                     break w;
                 }
                 let cg = self.pool.fix_shared(self.pager, c)?;
@@ -377,6 +381,10 @@ impl<'a> Tree<'a> {
                 let old = StoredValue::from_leaf(node::leaf_value(w.bytes(), i));
                 self.keep_old(w.bytes(), Some(i), &mut keep)?;
                 node::remove(w.bytes_mut()?, i);
+                if page::count(w.bytes()) == 0 && w.pid() != self.root {
+                    drop(w);
+                    self.unlink_empty_leaf(key)?;
+                }
                 Ok(Some(old))
             }
             Err(_) => {
@@ -387,6 +395,50 @@ impl<'a> Tree<'a> {
                 Ok(None)
             }
         }
+    }
+
+    /// Removes the leaf on `key`'s path from its parent and frees it, if it
+    /// is (still) empty and its parent has another child. Descends with
+    /// exclusive latches, top-down like a pessimistic split, so no reader
+    /// can reach the leaf once its parent no longer names it; a reader
+    /// already on it finished before its latch was granted. Queue-like
+    /// tables (keys added at one end, deleted at the other) would otherwise
+    /// keep one empty leaf per leaf of keys ever deleted.
+    fn unlink_empty_leaf(&self, key: &[u8]) -> Result<()> {
+        let mut g = self.pool.fix_exclusive(self.pager, self.root)?;
+        for _ in 0..MAX_DEPTH {
+            if node::is_leaf(g.bytes()) {
+                return Ok(());
+            }
+            let idx = node::child_index(g.bytes(), key);
+            let c = node::child(g.bytes(), idx);
+            let cw = self.pool.fix_exclusive(self.pager, c)?;
+            check_child_level(g.bytes(), cw.bytes(), c)?;
+            if page::level(g.bytes()) > 1 {
+                g = cw;
+                continue;
+            }
+            if page::count(cw.bytes()) != 0 || page::count(g.bytes()) == 0 {
+                return Ok(());
+            }
+            let b = g.bytes_mut()?;
+            if idx == 0 {
+                // The next child becomes the leftmost: it takes the keys
+                // below its separator, of which there are none.
+                page::set_aux(b, node::child(b, 1));
+                node::remove(b, 0);
+            } else {
+                node::remove(b, idx - 1);
+            }
+            drop(cw);
+            self.pool.discard(self.pager, c)?;
+            self.pager.free_pid(c);
+            return Ok(());
+        }
+        Err(Error::corruption(
+            self.root,
+            "tree deeper than the depth limit (cycle?)",
+        ))
     }
 
     /// Entries of the leaf holding the lowest keys within `lo`, up to `hi`.
