@@ -286,23 +286,24 @@ impl Ring {
         let mut head = vec![0u8; FILE_HEADER as usize];
         head[..16].copy_from_slice(FILE_MAGIC);
         head[16..24].copy_from_slice(&size.to_le_bytes());
-        let len = file.len()?;
-        if len < FILE_HEADER {
+        let mut found = vec![0u8; 24];
+        if file.len()? >= FILE_HEADER {
+            file.read_exact_at(&mut found, 0)?;
+        }
+        if found.iter().all(|&b| b == 0) {
+            // New, or its creation was cut short before the header was
+            // written: (re)initialise.
             file.preallocate(FILE_HEADER + size)?;
             // Reads of never-written ring bytes must find zeros, not the end.
             file.set_len(FILE_HEADER + size)?;
             file.write_all_at(&head, 0)?;
             file.sync_data()?;
             fs.sync_dir(dir)?;
-        } else {
-            let mut found = vec![0u8; 24];
-            file.read_exact_at(&mut found, 0)?;
-            if found[..] != head[..24] {
-                return Err(Error::NotADatabase(format!(
-                    "{} is not the ring of a {size}-byte capped collection",
-                    path.display()
-                )));
-            }
+        } else if found[..] != head[..24] {
+            return Err(Error::NotADatabase(format!(
+                "{} is not the ring of a {size}-byte capped collection",
+                path.display()
+            )));
         }
         Ok(Ring {
             name: name.to_vec(),

@@ -431,8 +431,9 @@ impl Engine {
     }
 
     /// The background ring writer: when asked, and every second anyway,
-    /// syncs the log (one fsync for everything pending) and writes the ring
-    /// records it covers, so inserts neither fsync nor hold many pending
+    /// makes the log written so far durable (its own `fdatasync`, outside
+    /// group commit, so no committer waits for it) and writes the ring
+    /// records that covers, so inserts neither fsync nor hold many pending
     /// bytes. A failure stops writes, as a failed checkpoint does.
     pub(crate) fn run_ring_writer(&self) {
         let mut w = self.ring_wake.lock();
@@ -450,7 +451,7 @@ impl Engine {
             if rings.iter().any(|r| r.pending_bytes() > 0) && self.pager.check_writable().is_ok() {
                 let r = self
                     .wal
-                    .sync()
+                    .sync_written()
                     .and_then(|durable| rings.iter().try_for_each(|r| r.flush(durable)));
                 if let Err(e) = r {
                     self.pager

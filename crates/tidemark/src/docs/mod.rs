@@ -524,15 +524,28 @@ impl Database {
         )?;
         for r in rings {
             r.notify();
-            if durability == Durability::Fsync {
-                r.flush(e.wal.group.synced())?;
-            }
-            if r.over_limit() {
-                let durable = e.wal.sync()?;
-                r.flush(durable)?;
-            } else if r.over_soft_limit() {
-                e.request_ring_flush();
-            }
+            let flushed = if durability == Durability::Fsync {
+                r.flush(e.wal.group.synced())
+            } else {
+                Ok(())
+            };
+            let flushed = flushed.and_then(|()| {
+                if r.over_limit() {
+                    r.flush(e.wal.sync()?)
+                } else {
+                    if r.over_soft_limit() {
+                        e.request_ring_flush();
+                    }
+                    Ok(())
+                }
+            });
+            // The insert is logged; what failed is writing the ring file,
+            // after which what it holds is unknown: stop, as a failed
+            // checkpoint does (reopening replays the log).
+            flushed.inspect_err(|err| {
+                e.pager
+                    .stop_writes(&format!("writing capped records failed: {err}"));
+            })?;
         }
         Ok(matched)
     }

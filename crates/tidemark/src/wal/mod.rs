@@ -162,6 +162,17 @@ impl Wal {
         Ok(self.group.synced())
     }
 
+    /// Makes what groups have written so far durable with `fdatasync`s of
+    /// its own, outside group commit (no committer waits for them); returns
+    /// a position everything before which is durable. Records still in the
+    /// group buffer are not covered.
+    pub(crate) fn sync_written(&self) -> Result<u64> {
+        let synced = self.group.synced();
+        let written = self.group.written();
+        self.segs.sync_range(synced, written)?;
+        Ok(written.max(synced))
+    }
+
     /// Stream position of the next record (exact with the write gate closed).
     pub(crate) fn position(&self) -> u64 {
         self.group.position()

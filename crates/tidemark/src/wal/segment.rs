@@ -207,6 +207,23 @@ impl Inner {
         Ok(())
     }
 
+    /// Makes the stream bytes in `from..to` durable (`fdatasync` of the
+    /// segments holding them) without taking part in group commit: the
+    /// list of segments the next group's fsync covers is left alone, so a
+    /// concurrent leader still syncs everything it must.
+    pub(crate) fn sync_range(&self, from: u64, to: u64) -> Result<()> {
+        if to <= from {
+            return Ok(());
+        }
+        for i in from / self.size..=(to - 1) / self.size {
+            let f = self.files.lock().get(&i).cloned();
+            if let Some(f) = f {
+                f.sync_data()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Makes every segment written since the last call durable.
     pub(crate) fn sync(&self) -> Result<()> {
         let pending: Vec<u64> = std::mem::take(&mut *self.unsynced.lock())
