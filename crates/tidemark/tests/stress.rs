@@ -14,18 +14,22 @@ use rand::{Rng, SeedableRng};
 const WRITERS: u64 = 4;
 const OPS_PER_WRITER: u64 = 6000;
 
-#[test]
-fn concurrent_writers_readers_and_checkpoints_match_the_model() {
-    let dir = tempfile::tempdir().unwrap();
-    // 2 MiB cache with eviction workers and frequent checkpoints: every
-    // protocol (shadow copies, evicting pages a checkpoint still owes,
-    // splits under contention) gets exercised.
-    let db = tidemark::Builder::new()
+/// 2 MiB cache with eviction workers and frequent checkpoints: every
+/// protocol (shadow copies, evicting pages a checkpoint still owes, splits
+/// and unlinks under contention) gets exercised.
+fn busy_db(dir: &std::path::Path) -> tidemark::Database {
+    tidemark::Builder::new()
         .cache_size(2 << 20)
         .eviction_threads(2)
         .checkpoint_interval(Some(Duration::from_millis(20)))
-        .open(dir.path())
-        .unwrap();
+        .open(dir)
+        .unwrap()
+}
+
+#[test]
+fn concurrent_writers_readers_and_checkpoints_match_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = busy_db(dir.path());
     let t = db.table("t").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
 
@@ -133,12 +137,7 @@ fn concurrent_writers_readers_and_checkpoints_match_the_model() {
 #[test]
 fn queues_unlink_leaves_under_concurrent_scans_and_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
-    let db = tidemark::Builder::new()
-        .cache_size(2 << 20)
-        .eviction_threads(2)
-        .checkpoint_interval(Some(Duration::from_millis(20)))
-        .open(dir.path())
-        .unwrap();
+    let db = busy_db(dir.path());
     let t = db.table("q").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let key = |w: u64, i: u64| {
