@@ -31,9 +31,9 @@
 //! size; ring offset 0 is file offset 4096.
 //!
 //! Durability: a capped insert is logged (`LogOp::RingWrite`, with the
-//! record bytes) in the same log record as the rest of its batch, and the
-//! ring state (head, tail, ids, counts) is an ordinary table value written
-//! in that batch. The record bytes are kept in memory (`pending`) until the
+//! record bytes and the ring state after it: head, tail, ids, counts) in the
+//! same log record as the rest of its batch. The ring state lives in memory
+//! and is written to its `$collections` value by each checkpoint's cut. The record bytes are kept in memory (`pending`) until the
 //! log covering them is durable, and only then written to the ring file, so
 //! the ring file never holds bytes whose log record could still be lost:
 //! after any crash, the checkpoint's ring state plus the replayed log
@@ -249,6 +249,8 @@ pub(crate) struct Ring {
     arrived: Condvar,
     /// Records removed to make room, since open.
     pub(crate) removed: std::sync::atomic::AtomicU64,
+    /// The state last written to `$collections` (by a checkpoint's cut).
+    persisted: Mutex<Option<RingState>>,
     /// Lengths of the records removed last, newest first (for
     /// [`Ring::removed_beyond_minimum`]).
     recent_removed: Mutex<std::collections::VecDeque<u64>>,
@@ -320,6 +322,7 @@ impl Ring {
             arrived: Condvar::new(),
             removed: Default::default(),
             recent_removed: Default::default(),
+            persisted: Mutex::new(Some(state)),
         })
     }
 
@@ -582,6 +585,14 @@ impl Ring {
             n += 1;
         }
         n
+    }
+
+    pub(crate) fn persisted(&self) -> Option<RingState> {
+        *self.persisted.lock()
+    }
+
+    pub(crate) fn set_persisted(&self, st: RingState) {
+        *self.persisted.lock() = Some(st);
     }
 
     /// Wakes tailable cursors waiting for records.

@@ -21,7 +21,8 @@
 //!    steps (so one huge fsync never fills the device queue), then
 //!    `fdatasync`.
 //!    Then sync the log and write capped collections' pending ring records
-//!    (see `capped`), and sync the ring files.
+//!    (see `capped`), and sync the ring files. (The cut, gate closed, first
+//!    writes each ring's in-memory state into its `$collections` value.)
 //! 4. **Meta.** Write the meta slot not holding the previous checkpoint;
 //!    `fdatasync`. The checkpoint is durable; blocks freed up to epoch `n`
 //!    leave limbo, and log segments wholly before the cut's log position
@@ -86,8 +87,9 @@ pub(crate) fn checkpoint(e: &Engine) -> Result<CheckpointInfo> {
     let t0 = Instant::now();
     e.ckpt.running.store(1, Ordering::Relaxed);
     let result = match take_cut(e) {
-        None => Ok(0),
-        Some(cut) => write_image(e, &mut durable, cut),
+        Ok(None) => Ok(0),
+        Ok(Some(cut)) => write_image(e, &mut durable, cut),
+        Err(err) => Err(err),
     };
     e.ckpt.running.store(0, Ordering::Relaxed);
     let pages = match result {
@@ -113,8 +115,14 @@ pub(crate) fn checkpoint(e: &Engine) -> Result<CheckpointInfo> {
 }
 
 /// Step 1. `None` if nothing changed since the last checkpoint.
-fn take_cut(e: &Engine) -> Option<Cut> {
+fn take_cut(e: &Engine) -> Result<Option<Cut>> {
     e.gate.close();
+    // Ring states are kept in memory between checkpoints; the image must
+    // hold them as of the cut.
+    if let Err(err) = e.persist_ring_states() {
+        e.gate.open();
+        return Err(err);
+    }
     let cut = {
         let mut st = e.pager.state.lock();
         let pids = std::mem::take(&mut *e.pager.dirty_list.lock());
@@ -142,7 +150,7 @@ fn take_cut(e: &Engine) -> Option<Cut> {
         }
     };
     e.gate.open();
-    cut
+    Ok(cut)
 }
 
 /// Steps 2-4; returns the number of pages written.

@@ -285,9 +285,9 @@ impl Engine {
                 }
                 LogOp::RingWrite { table, pos, record } => {
                     if let Some(ring) = self.ring(table)? {
-                        let state = self.ring_state(table)?;
-                        let pos = u64::from_le_bytes(pos.try_into().unwrap_or([0; 8]));
-                        ring.apply(state, pos, record.into(), 0);
+                        let (at, state) = pos.split_at(8);
+                        let at = u64::from_le_bytes(at.try_into().unwrap_or([0; 8]));
+                        ring.apply(RingState::decode(state), at, record.into(), 0);
                     }
                 }
                 LogOp::CreateTable { table } => {
@@ -367,13 +367,6 @@ impl Engine {
         }
     }
 
-    fn ring_state(&self, name: &[u8]) -> Result<Option<RingState>> {
-        Ok(self
-            .collection_entry(name)?
-            .and_then(|e| e.capped)
-            .map(|(_, _, st)| st))
-    }
-
     /// The ring of capped collection `name`, opened on first use; `None`
     /// if no such capped collection exists.
     pub(crate) fn ring(&self, name: &[u8]) -> Result<Option<Arc<Ring>>> {
@@ -420,6 +413,33 @@ impl Engine {
                 self.fs.remove(&path)?;
                 self.fs.sync_dir(&self.dir)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Writes every ring's state into `$collections` (not logged: the log
+    /// records of inserts carry their states). Called by a checkpoint's cut
+    /// with the write gate closed, so the image holds the states as of the
+    /// cut, matching its log position.
+    pub(crate) fn persist_ring_states(&self) -> Result<()> {
+        let rings: Vec<Arc<Ring>> = self.rings.read().values().cloned().collect();
+        if rings.is_empty() {
+            return Ok(());
+        }
+        let Some(root) = self.lookup_root(COLLECTIONS.as_bytes())? else {
+            return Ok(());
+        };
+        for r in rings {
+            let st = r.state();
+            if r.persisted() == Some(st) {
+                continue;
+            }
+            let entry = CollEntry {
+                capped: Some((r.size, r.max, st)),
+            };
+            self.tree(root)
+                .put(&r.name, &StoredValue::Inline(entry.encode()), None)?;
+            r.set_persisted(st);
         }
         Ok(())
     }

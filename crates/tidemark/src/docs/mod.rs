@@ -201,7 +201,8 @@ enum Step {
     Ring {
         ring: Arc<Ring>,
         pos: u64,
-        pos_bytes: [u8; 8],
+        /// The log op's key: position, and the state after an insert.
+        pos_bytes: Vec<u8>,
         record: Arc<[u8]>,
         after: Option<RingState>,
         /// Lengths of the records it removes (for the stats).
@@ -234,6 +235,16 @@ fn index_value(ring: bool, pos: u64, rid: u64) -> Vec<u8> {
     } else {
         rid.to_be_bytes().to_vec()
     }
+}
+
+/// The key of a `RingWrite` log op: the position, then for an insert the
+/// ring state after it.
+fn ring_op_key(pos: u64, after: Option<RingState>) -> Vec<u8> {
+    let mut k = pos.to_le_bytes().to_vec();
+    if let Some(a) = after {
+        k.extend_from_slice(&a.encode());
+    }
+    k
 }
 
 /// (ring position, record id) of a capped index value.
@@ -329,19 +340,10 @@ fn plan(e: &Engine, ops: &[DocOp]) -> Result<Plan> {
                             },
                         );
                         *st = after;
-                        let entry = CollEntry {
-                            capped: Some((ring.size, ring.max, after)),
-                        };
-                        steps.push(Step::Put {
-                            root: root_of(e, &mut roots, COLLECTIONS)?,
-                            table: COLLECTIONS.into(),
-                            key: coll.name.as_bytes().to_vec(),
-                            value: entry.encode(),
-                        });
                         steps.push(Step::Ring {
                             ring: ring.clone(),
                             pos,
-                            pos_bytes: pos.to_le_bytes(),
+                            pos_bytes: ring_op_key(pos, Some(after)),
                             record,
                             after: Some(after),
                             removed: removed.iter().map(RecordHead::total).collect(),
@@ -393,7 +395,7 @@ fn plan(e: &Engine, ops: &[DocOp]) -> Result<Plan> {
                             steps.push(Step::Ring {
                                 ring: ring.clone(),
                                 pos,
-                                pos_bytes: pos.to_le_bytes(),
+                                pos_bytes: ring_op_key(pos, None),
                                 record: capped::encode_record(pos, rid, h.prev, key, doc).into(),
                                 after: None,
                                 removed: Vec::new(),

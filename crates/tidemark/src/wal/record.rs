@@ -33,8 +33,9 @@
 //!   OP_DELETE: key_len u16, key
 //!   OP_CREATE_TABLE, OP_DROP_TABLE: nothing more
 //!   OP_RING_WRITE: as OP_PUT; the table is a capped collection, the key
-//!              the record's ring position (u64), the value the record
-//!              bytes (see `capped`)
+//!              the record's ring position (u64) and, for an insert, the
+//!              ring state after it (56 bytes), the value the record bytes
+//!              (see `capped`)
 //! ```
 
 use crate::btree::node::MAX_KEY_SIZE;
@@ -83,7 +84,8 @@ pub(crate) enum LogOp<'a> {
         table: &'a [u8],
     },
     /// A capped record written into the ring of collection `table` at
-    /// ring position `pos` (8 bytes, little-endian).
+    /// ring position `pos` (8 bytes, little-endian), followed for an insert
+    /// by the encoded ring state after it.
     RingWrite {
         table: &'a [u8],
         pos: &'a [u8],
@@ -270,8 +272,8 @@ pub(crate) fn decode_payload(p: &[u8]) -> Result<Vec<LogOp<'_>>, &'static str> {
             }
             OP_DELETE => LogOp::Delete { table, key },
             OP_RING_WRITE => {
-                if key.len() != 8 {
-                    return Err("ring position is not 8 bytes");
+                if key.len() != 8 && key.len() != 8 + crate::capped::RingState::ENCODED {
+                    return Err("ring position is not 8 bytes (+ a ring state)");
                 }
                 let vlen = r.u32()? as usize;
                 LogOp::RingWrite {
