@@ -642,9 +642,28 @@ impl Ring {
                 .map(|(&pos, (_, r))| (pos, r.clone()))
                 .collect()
         };
-        for (pos, rec) in &due {
-            self.file
-                .write_all_at(rec, FILE_HEADER + self.offset(*pos))?;
+        // Records next to each other in the ring go out in one write.
+        let mut i = 0;
+        while i < due.len() {
+            let start = due[i].0;
+            let mut end = start + due[i].1.len() as u64;
+            let mut j = i + 1;
+            while j < due.len() && due[j].0 == end && self.offset(end) != 0 {
+                end += due[j].1.len() as u64;
+                j += 1;
+            }
+            if j == i + 1 {
+                self.file
+                    .write_all_at(&due[i].1, FILE_HEADER + self.offset(start))?;
+            } else {
+                let mut run = Vec::with_capacity((end - start) as usize);
+                for (_, rec) in &due[i..j] {
+                    run.extend_from_slice(rec);
+                }
+                self.file
+                    .write_all_at(&run, FILE_HEADER + self.offset(start))?;
+            }
+            i = j;
         }
         let mut p = self.pending.lock();
         for (pos, rec) in due {
