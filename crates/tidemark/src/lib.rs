@@ -60,8 +60,8 @@ pub use capped::{fragmentation_ratio, RECORD_HEADER};
 pub use checkpoint::CheckpointInfo;
 pub use db::{Builder, Database, Range, Table, WriteBatch, MAX_TABLE_NAME, MAX_VALUE_SIZE};
 pub use docs::{
-    parse_document, CappedOptions, Collection, Cursor, Tailable, ValidateReport,
-    MAX_COLLECTION_NAME, MAX_DOCUMENT_SIZE,
+    parse_document, CappedOptions, Collection, Cursor, SnapshotCollection, Tailable,
+    ValidateReport, MAX_COLLECTION_NAME, MAX_DOCUMENT_SIZE,
 };
 pub use engine::DATA_FILE;
 pub use error::{Error, Result};

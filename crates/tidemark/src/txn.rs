@@ -14,7 +14,7 @@ use crate::wal::Durability;
 
 /// A registered snapshot, released when dropped.
 pub(crate) struct Snap {
-    db: Database,
+    pub(crate) db: Database,
     pub(crate) reg: Arc<SnapshotReg>,
     /// Handles of the tables read so far (a catalog lookup per read would
     /// double its cost).
@@ -33,7 +33,7 @@ impl Snap {
     }
 
     /// [`SnapshotReg::check`], counting refusals.
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         self.reg.check().inspect_err(|_| {
             self.db
                 .engine()
@@ -45,7 +45,7 @@ impl Snap {
     }
 
     /// The value of `key` in table `name` as of the snapshot.
-    fn get(&self, name: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get(&self, name: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         let table = self.table(name)?;
         let e = self.db.engine();
@@ -61,7 +61,7 @@ impl Snap {
 
     /// A handle on table `name` as it exists now, if the snapshot can read
     /// it (not dropped since the snapshot began).
-    fn table(&self, name: &str) -> Result<Table> {
+    pub(crate) fn table(&self, name: &str) -> Result<Table> {
         check_name(name)?;
         let e = self.db.engine();
         if e.versions.dropped_since(name.as_bytes(), self.reg.ts) {
@@ -174,6 +174,13 @@ impl ReadTxn {
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, table: &str, range: R) -> Result<Range> {
         let t = self.snap.table(table)?;
         Ok(t.range_in(range, Some(self.snap.clone())))
+    }
+
+    /// Collection `name` as of the snapshot: its documents, `_id` lookups
+    /// and natural order as they were when the snapshot began.
+    /// [`Error::CollectionNotFound`] if it did not exist then.
+    pub fn get_collection(&self, name: &str) -> Result<crate::SnapshotCollection> {
+        crate::docs::SnapshotCollection::open(self.snap.clone(), name)
     }
 
     /// Whether the snapshot is still readable (not invalidated).

@@ -302,6 +302,108 @@ fn capped_inserts_follow_the_ring_rule() {
         .unwrap();
 }
 
+fn snap_ids(cur: tidemark::Result<tidemark::Cursor>) -> tidemark::Result<Vec<Bson>> {
+    cur?.map(|d| d.map(|d| d.get("_id").unwrap().clone()))
+        .collect()
+}
+
+#[test]
+fn a_snapshot_sees_collections_as_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let users = db.collection("users").unwrap();
+    let ring = db
+        .create_collection(
+            "ring",
+            Some(CappedOptions {
+                size: 16 * 1024,
+                max: None,
+            }),
+        )
+        .unwrap();
+    for i in 0..100i64 {
+        users.insert_one(&doc! {"_id": i, "v": 0}).unwrap();
+    }
+    for i in 0..20i64 {
+        ring.insert_one(&ring_doc(i, 100).0).unwrap();
+    }
+    let snap = db.begin_read();
+    let su = snap.get_collection("users").unwrap();
+    let sr = snap.get_collection("ring").unwrap();
+    // A collection created after the snapshot began is not in it.
+    db.collection("later").unwrap();
+    assert!(matches!(
+        snap.get_collection("later"),
+        Err(Error::CollectionNotFound(_))
+    ));
+    // Writers go on: new documents, replaced and deleted ones.
+    for i in 100..150i64 {
+        users.insert_one(&doc! {"_id": i, "v": 0}).unwrap();
+    }
+    for i in 0..10i64 {
+        users.replace_one(&Bson::Int64(i), &doc! {"v": 1}).unwrap();
+        users.delete_one(&Bson::Int64(i + 50)).unwrap();
+    }
+    for i in 20..25i64 {
+        ring.insert_one(&ring_doc(i, 100).0).unwrap();
+    }
+    let before: Vec<Bson> = (0..100i64).map(Bson::Int64).collect();
+    assert_eq!(snap_ids(su.find()).unwrap(), before);
+    let mut rev = before.clone();
+    rev.reverse();
+    assert_eq!(snap_ids(su.find_reverse()).unwrap(), rev);
+    assert_eq!(su.count().unwrap(), 100);
+    assert_eq!(users.count().unwrap(), 140);
+    assert_eq!(
+        su.find_one(&Bson::Int64(3)).unwrap().unwrap().get_i32("v"),
+        Ok(0)
+    );
+    assert!(su.find_one(&Bson::Int64(55)).unwrap().is_some());
+    assert_eq!(su.find_one(&Bson::Int64(120)).unwrap(), None);
+    assert_eq!(
+        snap_ids(su.find_range(
+            Bound::Included(&Bson::Int32(48)),
+            Bound::Excluded(&Bson::Int32(52)),
+            true
+        ))
+        .unwrap(),
+        (48..52i64).rev().map(Bson::Int64).collect::<Vec<_>>()
+    );
+    // The ring: the snapshot sees records 0..20, both ways, though 20..25
+    // were appended after it.
+    let r20: Vec<Bson> = (0..20i64).map(Bson::Int64).collect();
+    assert_eq!(snap_ids(sr.find()).unwrap(), r20);
+    let mut r20rev = r20.clone();
+    r20rev.reverse();
+    assert_eq!(snap_ids(sr.find_reverse()).unwrap(), r20rev);
+    assert_eq!(sr.count().unwrap(), 20);
+    assert_eq!(sr.find_one(&Bson::Int64(22)).unwrap(), None);
+    assert!(sr.find_one(&Bson::Int64(0)).unwrap().is_some());
+    // Overwriting the records it sees: its reads report the loss rather
+    // than a shorter list.
+    for i in 25..200i64 {
+        ring.insert_one(&ring_doc(i, 100).0).unwrap();
+    }
+    assert!(matches!(
+        snap_ids(sr.find()),
+        Err(Error::CappedPositionLost { .. })
+    ));
+    assert!(matches!(
+        sr.find_one(&Bson::Int64(0)),
+        Err(Error::CappedPositionLost { .. })
+    ));
+    // The regular collection's view is unaffected; a new snapshot sees
+    // the present.
+    assert_eq!(snap_ids(su.find()).unwrap(), before);
+    drop(snap);
+    let now = db.begin_read();
+    let nr = now.get_collection("ring").unwrap();
+    assert_eq!(
+        snap_ids(nr.find()).unwrap(),
+        snap_ids(Ok(ring.find())).unwrap()
+    );
+}
+
 #[test]
 fn capped_max_documents() {
     let dir = tempfile::tempdir().unwrap();

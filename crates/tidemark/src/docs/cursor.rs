@@ -1,14 +1,18 @@
 //! Cursors over collections: natural order (forward and reverse), `_id`
 //! ranges, tailable cursors over capped collections, and `validate`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bson::Document;
 
-use super::{idkey, ring_location, stored_document, Collection, ValidateReport};
+use super::{
+    idkey, ring_location, stored_document, Collection, SnapshotCollection, ValidateReport,
+};
 use crate::capped::{fragmentation_ratio, RecordHead, Ring, Slot};
 use crate::db::Range;
 use crate::error::{Error, Result};
+use crate::txn::Snap;
 
 /// A walk over a ring's records in natural order (or reverse), from the
 /// state when it began.
@@ -99,7 +103,17 @@ fn read_expected(ring: &Ring, name: &str, pos: u64, rid: u64) -> Result<(RecordH
 enum Source {
     Table(Range, bool),
     Ring(RingWalk),
-    Index(Range),
+    /// `_id` order (`bool`: descending), read live or through a snapshot.
+    Index(Range, bool, Option<SnapshotCollection>),
+    /// Natural order of a ring as a snapshot sees it.
+    SnapRing {
+        walk: RingWalk,
+        view: SnapshotCollection,
+        reverse: bool,
+        /// A visible record was returned (reverse: the newer records the
+        /// snapshot cannot see are behind).
+        seen: bool,
+    },
 }
 
 /// An iterator over documents; see [`Collection::find`].
@@ -114,7 +128,7 @@ impl Cursor {
         let src = match (coll.ring(), coll.data()) {
             (Some(r), _) => Source::Ring(RingWalk::new(r, reverse)),
             (None, Some(t)) => Source::Table(t.iter(), reverse),
-            (None, None) => Source::Index(coll.index_table().iter()),
+            (None, None) => Source::Index(coll.index_table().iter(), reverse, None),
         };
         Cursor {
             coll,
@@ -123,10 +137,43 @@ impl Cursor {
         }
     }
 
-    pub(crate) fn by_id(coll: Collection, range: Range) -> Cursor {
+    pub(crate) fn table(coll: Collection, range: Range, reverse: bool) -> Cursor {
         Cursor {
             coll,
-            src: Source::Index(range),
+            src: Source::Table(range, reverse),
+            failed: false,
+        }
+    }
+
+    pub(crate) fn by_id_in(
+        coll: Collection,
+        range: Range,
+        reverse: bool,
+        snap: Option<Arc<Snap>>,
+    ) -> Cursor {
+        let view = snap.map(|s| SnapshotCollection::from_parts(coll.clone(), s));
+        Cursor {
+            coll,
+            src: Source::Index(range, reverse, view),
+            failed: false,
+        }
+    }
+
+    pub(crate) fn snapshot_ring(
+        coll: Collection,
+        snap: Arc<Snap>,
+        walk: RingWalk,
+        reverse: bool,
+    ) -> Cursor {
+        let view = SnapshotCollection::from_parts(coll.clone(), snap);
+        Cursor {
+            coll,
+            src: Source::SnapRing {
+                walk,
+                view,
+                reverse,
+                seen: false,
+            },
             failed: false,
         }
     }
@@ -153,11 +200,43 @@ impl Cursor {
                     }
                 }
             }
-            Source::Index(r) => loop {
-                match r.next() {
+            Source::SnapRing {
+                walk,
+                view,
+                reverse,
+                seen,
+            } => {
+                let Some(ring) = self.coll.ring().cloned() else {
+                    return Ok(None);
+                };
+                loop {
+                    let Some((h, doc)) = walk.next_record(&ring, &name)? else {
+                        return Ok(None);
+                    };
+                    if view.sees(&h.key, h.pos, h.rid)? {
+                        *seen = true;
+                        return stored_document(&doc, || {
+                            format!("capped record {} of {name:?}", h.rid)
+                        })
+                        .map(Some);
+                    }
+                    // Records commit in id order: forward, the first one
+                    // the snapshot cannot see starts the newer ones;
+                    // reverse, those come first and are skipped.
+                    if !*reverse || *seen {
+                        return Ok(None);
+                    }
+                }
+            }
+            Source::Index(r, reverse, view) => loop {
+                let next = if *reverse { r.next_back() } else { r.next() };
+                match next {
                     None => return Ok(None),
                     Some(kv) => {
                         let (_, v) = kv?;
+                        if let Some(view) = view {
+                            return view.fetch(&v).map(Some);
+                        }
                         // An entry whose document went meanwhile is skipped.
                         if let Some(d) = self.coll.fetch_indexed(&v)? {
                             return Ok(Some(d));

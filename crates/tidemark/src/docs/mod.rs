@@ -18,6 +18,7 @@
 
 mod cursor;
 pub(crate) mod idkey;
+mod snapshot;
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
@@ -36,6 +37,7 @@ use crate::wal::record::LogOp;
 use crate::wal::Durability;
 
 pub use cursor::{Cursor, Tailable};
+pub use snapshot::SnapshotCollection;
 
 /// Largest document, as in MongoDB.
 pub const MAX_DOCUMENT_SIZE: usize = 16 * 1024 * 1024;
@@ -78,6 +80,21 @@ pub struct ValidateReport {
     pub index_entries: u64,
     /// Checksum failures and inconsistencies; empty when sound.
     pub problems: Vec<String>,
+}
+
+/// `_id` bounds as index key bounds.
+pub(crate) fn encode_range(
+    lo: Bound<&Bson>,
+    hi: Bound<&Bson>,
+) -> Result<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+    let enc = |b: Bound<&Bson>| -> Result<Bound<Vec<u8>>> {
+        Ok(match b {
+            Bound::Included(v) => Bound::Included(idkey::key_of(v)?),
+            Bound::Excluded(v) => Bound::Excluded(idkey::key_of(v)?),
+            Bound::Unbounded => Bound::Unbounded,
+        })
+    };
+    Ok((enc(lo)?, enc(hi)?))
 }
 
 pub(crate) fn data_table(name: &str) -> String {
@@ -748,7 +765,7 @@ impl Database {
     }
 }
 
-fn check_collection_name(name: &str) -> Result<()> {
+pub(crate) fn check_collection_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_COLLECTION_NAME {
         return Err(Error::InvalidTableName(name.to_string()));
     }
@@ -965,15 +982,24 @@ impl Collection {
 
     /// Documents with `_id` in the range, in `_id` order.
     pub fn find_range(&self, lo: Bound<&Bson>, hi: Bound<&Bson>) -> Result<Cursor> {
-        let enc = |b: Bound<&Bson>| -> Result<Bound<Vec<u8>>> {
-            Ok(match b {
-                Bound::Included(v) => Bound::Included(idkey::key_of(v)?),
-                Bound::Excluded(v) => Bound::Excluded(idkey::key_of(v)?),
-                Bound::Unbounded => Bound::Unbounded,
-            })
-        };
-        let range = (enc(lo)?, enc(hi)?);
-        Ok(Cursor::by_id(self.clone(), self.index().range(range)))
+        let range = encode_range(lo, hi)?;
+        Ok(Cursor::by_id_in(
+            self.clone(),
+            self.index().range(range),
+            false,
+            None,
+        ))
+    }
+
+    /// Documents with `_id` in the range, in descending `_id` order.
+    pub fn find_range_reverse(&self, lo: Bound<&Bson>, hi: Bound<&Bson>) -> Result<Cursor> {
+        let range = encode_range(lo, hi)?;
+        Ok(Cursor::by_id_in(
+            self.clone(),
+            self.index().range(range),
+            true,
+            None,
+        ))
     }
 
     /// A tailable cursor over a capped collection, from its oldest record:
