@@ -82,11 +82,11 @@ pub struct ValidateReport {
     pub problems: Vec<String>,
 }
 
+/// A range of encoded index keys.
+pub(crate) type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// `_id` bounds as index key bounds.
-pub(crate) fn encode_range(
-    lo: Bound<&Bson>,
-    hi: Bound<&Bson>,
-) -> Result<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+pub(crate) fn encode_range(lo: Bound<&Bson>, hi: Bound<&Bson>) -> Result<KeyRange> {
     let enc = |b: Bound<&Bson>| -> Result<Bound<Vec<u8>>> {
         Ok(match b {
             Bound::Included(v) => Bound::Included(idkey::key_of(v)?),
