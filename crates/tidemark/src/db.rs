@@ -205,6 +205,14 @@ impl Builder {
     /// Opens the database in directory `path`, creating it if needed.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Database> {
         let cfg = self.pool_config()?;
+        self.fs.create_dir_all(path.as_ref())?;
+        let lock = self.fs.lock_dir(path.as_ref()).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                Error::Locked(path.as_ref().display().to_string())
+            } else {
+                Error::Io(e)
+            }
+        })?;
         let (engine, recovered) = Engine::open(
             path.as_ref(),
             self.fs.clone(),
@@ -267,6 +275,7 @@ impl Builder {
                 threads: Mutex::new(threads),
                 path: path.as_ref().to_path_buf(),
                 closed: AtomicBool::new(false),
+                lock: Mutex::new(lock),
                 durability: self.durability,
                 replayed: recovered.records,
             }),
@@ -285,6 +294,8 @@ struct Inner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     path: PathBuf,
     closed: AtomicBool,
+    /// The directory lock, released at close.
+    lock: Mutex<Option<crate::io::DirLock>>,
     durability: Durability,
     /// Log records replayed when the database was opened.
     replayed: u64,
@@ -304,10 +315,16 @@ impl Inner {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        if self.engine.pager.check_writable().is_ok() {
-            checkpoint::checkpoint(&self.engine)?;
-        }
-        Ok(())
+        let done = if self.engine.pager.check_writable().is_ok() {
+            checkpoint::checkpoint(&self.engine).map(|_| ())
+        } else {
+            Ok(())
+        };
+        // Clones still held can no longer write, so the directory can be
+        // opened again (here or by another process) once the lock goes.
+        self.engine.pager.close();
+        drop(self.lock.lock().take());
+        done
     }
 }
 

@@ -75,6 +75,13 @@ pub enum Error {
     /// snapshot.
     #[error("snapshot too old: its versions were reclaimed to stay within the cache")]
     SnapshotTooOld,
+    /// The database directory is open in another handle or process (its
+    /// `LOCK` file is locked); close that one first.
+    #[error("database {0} is already open in another handle or process")]
+    Locked(String),
+    /// The database was closed; this handle can no longer be used.
+    #[error("the database was closed")]
+    Closed,
     /// Bytes that are not a valid BSON document.
     #[error("invalid BSON: {0}")]
     InvalidBson(String),

@@ -80,7 +80,23 @@ pub trait FileSystem: Send + Sync + 'static {
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// Makes the entries of `dir` (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Takes the exclusive lock on database directory `dir`, held until the
+    /// returned guard drops; [`io::ErrorKind::WouldBlock`] if another
+    /// handle or process holds it. `None`: this file system has no locks.
+    fn lock_dir(&self, dir: &Path) -> io::Result<Option<DirLock>> {
+        let _ = dir;
+        Ok(None)
+    }
 }
+
+/// The lock on a database directory; released when dropped.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
+}
+
+/// Name of the lock file in a database directory.
+pub const LOCK_FILE: &str = "LOCK";
 
 /// The operating system's file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -116,6 +132,25 @@ impl FileSystem for OsFileSystem {
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir)?.sync_all()
+    }
+    fn lock_dir(&self, dir: &Path) -> io::Result<Option<DirLock>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join(LOCK_FILE))?;
+        // An advisory lock of the open file description: a second open in
+        // this process or another one fails, and the kernel drops it when
+        // the process dies, so a crash never leaves the directory locked.
+        match file.try_lock() {
+            Ok(()) => Ok(Some(DirLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "the database is open in another handle or process",
+            )),
+            Err(std::fs::TryLockError::Error(e)) => Err(e),
+        }
     }
 }
 

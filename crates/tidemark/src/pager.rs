@@ -81,6 +81,8 @@ pub(crate) struct Pager {
     grow: Mutex<()>,
     pids: Mutex<PidFree>,
     stopped: AtomicBool,
+    /// The database was closed (writes refused with [`Error::Closed`]).
+    closed: AtomicBool,
     stop_reason: Mutex<String>,
     pub(crate) counters: PagerCounters,
 }
@@ -121,6 +123,7 @@ impl Pager {
                 limbo: Vec::new(),
             }),
             stopped: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             stop_reason: Mutex::new(String::new()),
             counters: PagerCounters::default(),
         }
@@ -138,9 +141,18 @@ impl Pager {
     /// Refuses writes after a failed write or fsync (see [`Error::WritesStopped`]).
     pub(crate) fn check_writable(&self) -> Result<()> {
         if self.stopped.load(Ordering::Acquire) {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
             return Err(Error::WritesStopped(self.stop_reason.lock().clone()));
         }
         Ok(())
+    }
+
+    /// Refuses every later write: the database was closed.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.stop_writes("the database was closed");
     }
 
     /// Records a write failure that leaves memory and disk out of step.

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{dump, small_builder};
-use tidemark::{Error, WriteBatch, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+use tidemark::{Database, Error, WriteBatch, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 
 #[test]
 fn put_get_delete_and_overwrite() {
@@ -314,4 +314,26 @@ fn a_queue_table_does_not_grow_the_file() {
         "{} pages for {live} live keys",
         report.pages
     );
+}
+
+#[test]
+fn a_directory_is_open_in_one_handle_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let t = db.table("t").unwrap();
+    t.put(b"k", b"1").unwrap();
+    let again = Database::open(dir.path());
+    assert!(matches!(again, Err(Error::Locked(_))), "{again:?}");
+    // A clone outlives close: it can no longer write, and the directory
+    // opens again at once.
+    let clone = db.clone();
+    db.close().unwrap();
+    let late = clone.table("t").and_then(|t| t.put(b"k", b"2"));
+    assert!(matches!(late, Err(Error::Closed)), "{late:?}");
+    let db = Database::open(dir.path()).unwrap();
+    assert_eq!(
+        db.table("t").unwrap().get(b"k").unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+    drop(clone);
 }

@@ -29,7 +29,7 @@ use crate::txn::Snap;
 /// # let db = tidemark::Database::open("x")?;
 /// let snap = db.begin_read();
 /// let events = snap.get_collection("events")?;
-/// let n = events.find().count();     // the same count however long it runs
+/// let n = events.find()?.count();    // the same count however long it runs
 /// # Ok::<(), tidemark::Error>(())
 /// ```
 pub struct SnapshotCollection {
