@@ -267,8 +267,18 @@ impl Pager {
         if b < have {
             return Ok(());
         }
-        let want = (b + 1).max(have + (have / 8).max(GROW_MIN_BLOCKS));
-        self.file.preallocate(want * PAGE_SIZE as u64)?;
+        let mut want = (b + 1).max(have + (have / 8).max(GROW_MIN_BLOCKS));
+        if let Err(e) = self.file.preallocate(want * PAGE_SIZE as u64) {
+            let full = e.kind() == std::io::ErrorKind::StorageFull
+                || e.raw_os_error() == Some(libc::ENOSPC);
+            if !full || want == b + 1 {
+                return Err(e.into());
+            }
+            // Near a full disk the large step does not fit: grow by what
+            // this block needs, so the space left is still used.
+            want = b + 1;
+            self.file.preallocate(want * PAGE_SIZE as u64)?;
+        }
         self.file_blocks.store(want, Ordering::Release);
         Ok(())
     }
