@@ -1,0 +1,219 @@
+"""Key-value tables, batches, transactions and snapshots."""
+
+import threading
+
+import pytest
+
+import tidemark
+
+
+def test_open_options_and_context_manager(tmp_path):
+    with tidemark.open(tmp_path / "a", cache_size="8MB", durability="fsync",
+                       checkpoint_interval=0, eviction_threads=2) as db:
+        assert db.durability == "fsync"
+        assert not db.closed
+        # The pool's budget: 8 MiB less the slack kept for one page per thread.
+        assert 7 << 20 < db.stats()["cache_size"] <= 8 << 20
+        db.table("kv").put(b"k", b"v")
+    assert db.closed
+    with pytest.raises(tidemark.DatabaseClosed):
+        db.table("kv")
+    # What was written survives the reopen.
+    with tidemark.Database(tmp_path / "a") as db:
+        assert db.table("kv").get(b"k") == b"v"
+
+
+def test_parse_size():
+    assert tidemark.parse_size(4096) == 4096
+    assert tidemark.parse_size("64MB") == 64 << 20
+    assert tidemark.parse_size("1.5GiB") == 3 << 29
+    assert tidemark.parse_size("512k") == 512 << 10
+    for bad in ("lots", "12 parsecs", "-1MB"):
+        with pytest.raises(tidemark.ConfigurationError):
+            tidemark.parse_size(bad)
+    with pytest.raises(TypeError):
+        tidemark.parse_size(1.5)
+
+
+def test_put_get_delete_range(db):
+    kv = db.table("kv")
+    assert kv.name == "kv"
+    assert kv.get(b"k") is None
+    kv.put(b"k", b"v")
+    assert kv.get(b"k") == b"v"
+    assert kv.delete(b"k") is True
+    assert kv.delete(b"k") is False
+    assert kv.get(b"k") is None
+    for i in range(100):
+        kv.put(b"key%03d" % i, b"%d" % i, durability="none")
+    got = list(kv.range(b"key010", b"key020"))
+    assert got == [(b"key%03d" % i, b"%d" % i) for i in range(10, 20)]
+    rev = list(kv.range(b"key010", b"key020", reverse=True))
+    assert rev == got[::-1]
+    assert len(list(kv.range())) == 100
+    assert [k for k, _ in kv.range(hi=b"key002")] == [b"key000", b"key001"]
+    assert db.list_tables() == ["kv"]
+    db.drop_table("kv")
+    assert db.list_tables() == []
+
+
+def test_bad_keys_values_and_names(db):
+    kv = db.table("kv")
+    with pytest.raises(tidemark.KeySizeError):
+        kv.put(b"", b"v")
+    with pytest.raises(tidemark.KeySizeError):
+        kv.put(b"k" * (tidemark.MAX_KEY_SIZE + 1), b"v")
+    with pytest.raises(tidemark.ValueTooLarge):
+        kv.put(b"k", b"v" * (tidemark.MAX_VALUE_SIZE + 1))
+    with pytest.raises(TypeError):
+        kv.put("text", b"v")
+    with pytest.raises(tidemark.InvalidName):
+        db.table("")
+    with pytest.raises(tidemark.ConfigurationError):
+        kv.put(b"k", b"v", durability="sometimes")
+    with pytest.raises(tidemark.TableNotFound):
+        db._native.open_table("nope")
+    # Nothing of the refused writes landed.
+    assert list(kv.range()) == []
+    # A ValueError subclass, as Python code expects of bad arguments.
+    assert issubclass(tidemark.KeySizeError, ValueError)
+    assert issubclass(tidemark.KeySizeError, tidemark.TidemarkError)
+
+
+def test_batch_is_atomic(db):
+    db.table("kv").put(b"old", b"1")
+    with db.batch(durability="fsync") as b:
+        b.put("kv", b"x", b"1")
+        b.delete("kv", b"old")
+        oid = b.insert_one("events", {"x": 1})
+        assert len(b) == 3
+    assert db.table("kv").get(b"x") == b"1"
+    assert db.table("kv").get(b"old") is None
+    assert db["events"].find_one({"_id": oid})["x"] == 1
+    # An exception inside the block applies nothing.
+    with pytest.raises(RuntimeError):
+        with db.batch() as b:
+            b.put("kv", b"y", b"1")
+            raise RuntimeError("abandon")
+    assert db.table("kv").get(b"y") is None
+    # A batch with one bad operation applies none of it.
+    b = db.batch()
+    b.put("kv", b"z", b"1")
+    b.insert_one("events", {"_id": oid})  # duplicate _id
+    with pytest.raises(tidemark.DuplicateKeyError):
+        b.commit()
+    assert db.table("kv").get(b"z") is None
+    with pytest.raises(tidemark.InvalidOperation):
+        b.commit()
+
+
+def test_transaction_commit_rollback_and_conflict(db):
+    kv = db.table("kv")
+    kv.put(b"x", b"v")
+    with db.transaction() as t:
+        v = t.table("kv").get(b"x")
+        t.table("kv").put(b"x", v + b"!")
+        # Read-your-own-writes, not yet visible outside.
+        assert t.table("kv").get(b"x") == b"v!"
+        assert kv.get(b"x") == b"v"
+        assert list(t.table("kv").range()) == [(b"x", b"v!")]
+    assert kv.get(b"x") == b"v!"
+    # An exception rolls back.
+    with pytest.raises(KeyError):
+        with db.transaction() as t:
+            t.put("kv", b"x", b"lost")
+            raise KeyError("x")
+    assert kv.get(b"x") == b"v!"
+    # First committer wins.
+    t1, t2 = db.transaction(), db.transaction()
+    t1.put("kv", b"x", b"one")
+    t2.put("kv", b"x", b"two")
+    t1.commit()
+    with pytest.raises(tidemark.ConflictError):
+        t2.commit()
+    assert kv.get(b"x") == b"one"
+    assert issubclass(tidemark.ConflictError, tidemark.OperationFailure)
+    with pytest.raises(tidemark.InvalidOperation):
+        t2.commit()
+    # ConflictError from the with block, nothing applied.
+    with pytest.raises(tidemark.ConflictError):
+        with db.transaction() as t:
+            t.delete("kv", b"x")
+            kv.put(b"x", b"meanwhile")
+    assert kv.get(b"x") == b"meanwhile"
+    assert db.stats()["txn_conflicts"] >= 2
+
+
+def test_snapshot_is_one_consistent_view(db):
+    kv = db.table("kv")
+    events = db["events"]
+    kv.put(b"x", b"1")
+    events.insert_many([{"_id": i} for i in range(10)])
+    with db.snapshot() as s:
+        kv.put(b"x", b"2")
+        kv.put(b"y", b"2")
+        events.insert_many([{"_id": i} for i in range(10, 20)])
+        events.delete_one({"_id": 0})
+        assert s.table("kv").get(b"x") == b"1"
+        assert list(s.range("kv")) == [(b"x", b"1")]
+        assert [d["_id"] for d in s.get_collection("events").find()] == list(range(10))
+        assert s.get_collection("events").find_one({"_id": 0}) == {"_id": 0}
+        assert s["events"].count_documents({}) == 10
+        assert s["events"].count_documents({"_id": {"$gte": 5}}) == 5
+        with pytest.raises(tidemark.CollectionNotFound):
+            s.get_collection("later")
+        assert s.is_valid()
+    assert kv.get(b"x") == b"2"
+    with pytest.raises(tidemark.InvalidOperation):
+        s.get("kv", b"x")
+
+
+def test_concurrent_python_threads(db):
+    kv = db.table("kv")
+    errors = []
+
+    def work(t):
+        try:
+            for i in range(500):
+                kv.put(b"%d-%d" % (t, i), b"v")
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(list(kv.range())) == 4000
+
+
+def test_stats_checkpoint_verify(db):
+    db.table("kv").put(b"k", b"v")
+    cp = db.checkpoint()
+    assert cp["pages_written"] > 0 and cp["idle"] is False
+    v = db.verify()
+    assert v["ok"] is True and v["problems"] == [] and v["entries"] >= 1
+    s = db.stats()
+    assert isinstance(s, dict) and s["checkpoints"] >= 1
+
+
+def test_a_directory_opens_once(tmp_path):
+    a = tidemark.open(tmp_path / "x")
+    with pytest.raises(tidemark.DatabaseLocked):
+        tidemark.open(tmp_path / "x")
+    kv = a.table("kv")
+    a.close()
+    a.close()  # twice is harmless
+    with pytest.raises(tidemark.DatabaseClosed):
+        kv.put(b"k", b"v")
+    b = tidemark.open(tmp_path / "x")
+    b.close()
+
+
+def test_foreign_file_is_not_a_database(tmp_path):
+    d = tmp_path / "foreign"
+    d.mkdir()
+    (d / "data.tdm").write_bytes(b"this is not a database at all " * 400)
+    with pytest.raises(tidemark.CorruptionError):
+        tidemark.open(d)
