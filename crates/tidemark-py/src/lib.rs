@@ -493,7 +493,8 @@ impl Table {
         reverse: bool,
     ) -> PyResult<RangeIter> {
         self.shared.check(py)?;
-        let r = self.t.range(key_range(lo, hi));
+        let t = &self.t;
+        let r = py.detach(|| t.range(key_range(lo, hi)));
         Ok(RangeIter {
             shared: self.shared.clone(),
             inner: Mutex::new(Entries::Table(r)),
@@ -890,11 +891,8 @@ impl Collection {
     #[pyo3(signature = (reverse=false))]
     fn find(&self, py: Python<'_>, reverse: bool) -> PyResult<DocCursor> {
         self.shared.check(py)?;
-        let cur = if reverse {
-            self.c.find_reverse()
-        } else {
-            self.c.find()
-        };
+        let c = &self.c;
+        let cur = py.detach(|| if reverse { c.find_reverse() } else { c.find() });
         Ok(DocCursor::new(&self.shared, cur))
     }
 
