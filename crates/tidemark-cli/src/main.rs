@@ -8,6 +8,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+mod report;
+mod stat;
+mod transfer;
 use tidemark::bson::Bson;
 use tidemark::Database;
 
@@ -32,6 +36,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Draw statistics log files (or directories holding them) as one
+    /// self-contained HTML page; does not open the database.
+    Report {
+        /// Statistics files (`stats.NNNNNN.jsonl`) or directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// The HTML file to write.
+        #[arg(short, long, default_value = "report.html")]
+        output: PathBuf,
+    },
     /// Set KEY to VALUE in TABLE (creating the table if needed).
     Put {
         table: String,
@@ -90,11 +104,50 @@ enum Cmd {
     /// Insert documents read from stdin, one MongoDB Extended JSON document
     /// per line, committed in batches (creating a regular collection if
     /// needed).
+    ///
+    /// A malformed line (or a document the collection refuses, such as a
+    /// duplicate _id) is reported with its line number and skipped; with
+    /// --stop-on-error the import stops there, with every line before it
+    /// imported and none after.
     Import {
         collection: String,
         /// Documents per committed batch.
         #[arg(long, default_value_t = 1000)]
         batch: usize,
+        /// Stop at the first bad line instead of skipping it.
+        #[arg(long)]
+        stop_on_error: bool,
+    },
+    /// Write every document of COLLECTION to stdout, one MongoDB Extended
+    /// JSON document per line, in natural order.
+    Export {
+        collection: String,
+        /// canonical (every BSON type kept exactly: round-trips) or relaxed.
+        #[arg(long, default_value = "canonical", value_parser = ["canonical", "relaxed"])]
+        mode: String,
+    },
+    /// Write a consistent copy of the database into DEST (a new or empty
+    /// directory) while writes continue. A database another process has
+    /// open is asked through its control socket; otherwise this command
+    /// opens it.
+    Backup { dest: PathBuf },
+    /// Return the free space at the end of the data file to the file
+    /// system (after two checkpoints).
+    Compact,
+    /// A line per interval about a database open in another process: ops/s
+    /// by kind, cache used and dirty %, application-thread evictions, log
+    /// groups and fsyncs, checkpoints. Reads the database's statistics
+    /// socket if it serves one, else follows its statistics log.
+    Stat {
+        /// Seconds between lines.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// Stop after N lines.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Where the statistics log is, if not in the database directory.
+        #[arg(long)]
+        stats_dir: Option<PathBuf>,
     },
     /// Print documents as relaxed Extended JSON lines, in natural order.
     Find {
@@ -130,11 +183,86 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    if let Cmd::Report { paths, output } = &cli.cmd {
+        let (n, bad) = report::report(paths, output)?;
+        eprintln!(
+            "wrote {} from {n} statistics lines{}",
+            output.display(),
+            if bad > 0 {
+                format!(" ({bad} other lines skipped)")
+            } else {
+                String::new()
+            }
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Cmd::Backup { dest } = &cli.cmd {
+        let sock = cli.db.join(tidemark::CONTROL_SOCKET);
+        if sock.exists() {
+            let dest = std::path::absolute(dest)?;
+            let dest = dest
+                .to_str()
+                .ok_or("the destination path must be UTF-8")?
+                .to_string();
+            let reply = stat::request(&sock, &format!("backup {dest}"), None)?;
+            let v: serde_json::Value = serde_json::from_str(reply.trim())
+                .map_err(|e| format!("{}: unexpected answer {reply:?}: {e}", sock.display()))?;
+            if v["ok"] != true {
+                return Err(format!("backup failed: {}", v["error"]).into());
+            }
+            println!(
+                "backup of the running database: {} data bytes, {} ring bytes, {} log bytes in {} ms",
+                v["data_bytes"],
+                v["ring_bytes"],
+                v["log_bytes"],
+                v["duration_us"].as_u64().unwrap_or(0) / 1000
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    if let Cmd::Stat {
+        interval,
+        count,
+        stats_dir,
+    } = &cli.cmd
+    {
+        if !(interval.is_finite() && *interval > 0.0) {
+            return Err("--interval must be above zero".into());
+        }
+        let every = std::time::Duration::from_secs_f64(*interval);
+        let mut out = std::io::stdout().lock();
+        stat::run(&cli.db, stats_dir.as_deref(), every, *count, &mut out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let db = Database::builder()
         .cache_size(cli.cache_mb << 20)
         .open(&cli.db)?;
     let mut out = std::io::stdout().lock();
     let code = match cli.cmd {
+        Cmd::Backup { dest } => {
+            let b = db.backup(&dest)?;
+            writeln!(
+                out,
+                "backup: {} data bytes, {} ring bytes, {} log bytes in {} ms",
+                b.data_bytes,
+                b.ring_bytes,
+                b.log_bytes,
+                b.duration_us / 1000
+            )?;
+            ExitCode::SUCCESS
+        }
+        Cmd::Compact => {
+            let c = db.compact()?;
+            writeln!(
+                out,
+                "compact: data file {} -> {} bytes",
+                c.size_before, c.size_after
+            )?;
+            ExitCode::SUCCESS
+        }
+        Cmd::Report { .. } | Cmd::Stat { .. } => {
+            unreachable!("handled before the database is opened")
+        }
         Cmd::Put {
             table,
             key,
@@ -256,8 +384,48 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             }
             ExitCode::SUCCESS
         }
-        Cmd::Import { collection, batch } => {
-            import(&db, &collection, batch.max(1))?;
+        Cmd::Import {
+            collection,
+            batch,
+            stop_on_error,
+        } => {
+            let started = std::time::Instant::now();
+            let stdin = std::io::stdin();
+            let size = std::fs::metadata("/dev/stdin")
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len());
+            let r = transfer::import(
+                &db,
+                &collection,
+                batch.max(1),
+                stop_on_error,
+                stdin.lock(),
+                size,
+            )?;
+            for (line, why) in &r.skipped {
+                eprintln!("line {line}: {why} (skipped)");
+            }
+            eprintln!("{}", transfer::summary(&r, started));
+            match &r.stopped_at {
+                Some((line, why)) => {
+                    eprintln!(
+                        "stopped at line {line}: {why}; every line before it was imported, none after"
+                    );
+                    ExitCode::from(1)
+                }
+                None if r.skipped.is_empty() => ExitCode::SUCCESS,
+                None => ExitCode::from(1),
+            }
+        }
+        Cmd::Export { collection, mode } => {
+            let started = std::time::Instant::now();
+            let n = transfer::export(&db, &collection, mode == "canonical", &mut out)?;
+            let secs = started.elapsed().as_secs_f64().max(1e-6);
+            eprintln!(
+                "exported {n} documents in {secs:.1} s ({:.0} documents/s)",
+                n as f64 / secs
+            );
             ExitCode::SUCCESS
         }
         Cmd::Find {
@@ -327,39 +495,4 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
     out.flush()?;
     db.close()?;
     Ok(code)
-}
-
-/// `import`: Extended JSON lines from stdin into `collection`, `batch`
-/// documents per commit. A bad line stops the import with its number; the
-/// batches before it are committed.
-fn import(db: &Database, collection: &str, batch: usize) -> Result<(), Box<dyn std::error::Error>> {
-    db.collection(collection)?;
-    let mut pending = tidemark::WriteBatch::new();
-    let mut n = 0u64;
-    for (i, line) in std::io::stdin().lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let value: serde_json::Value =
-            serde_json::from_str(&line).map_err(|e| format!("line {}: not JSON: {e}", i + 1))?;
-        let doc = match Bson::try_from(value) {
-            Ok(Bson::Document(d)) => d,
-            Ok(_) => return Err(format!("line {}: not a document", i + 1).into()),
-            Err(e) => return Err(format!("line {}: not Extended JSON: {e}", i + 1).into()),
-        };
-        pending
-            .insert_one(collection, &doc)
-            .map_err(|e| format!("line {}: {e}", i + 1))?;
-        n += 1;
-        if pending.len() >= batch {
-            db.write(&pending)?;
-            pending = tidemark::WriteBatch::new();
-        }
-    }
-    if !pending.is_empty() {
-        db.write(&pending)?;
-    }
-    eprintln!("imported {n} documents");
-    Ok(())
 }

@@ -122,7 +122,7 @@ fn capped_collection_import_find_layout_validate() {
         .collect();
     let (code, _, err) = tm_stdin(&db, &["import", "oplog", "--batch", "7"], &lines);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("imported 200 documents"), "{err}");
+    assert!(err.contains("imported 200 of 200 documents"), "{err}");
     // The newest documents, in natural order and reversed.
     let (_, newest, _) = tm(&db, &["find", "oplog", "--reverse", "--limit", "2"]);
     let ids: Vec<&str> = newest.lines().collect();
@@ -152,4 +152,244 @@ fn capped_collection_import_find_layout_validate() {
     assert!(err.contains("line 2"), "{err}");
     assert_eq!(tm(&db, &["layout", "nope"]).0, 2);
     assert_eq!(tm(&db, &["verify"]).0, 0);
+}
+
+#[test]
+fn import_skips_or_stops_at_bad_lines_and_export_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // Skip and count: a malformed line, a duplicate _id, a non-document.
+    let input = "{\"_id\": 1}\nnot json\n{\"_id\": 2}\n{\"_id\": 1}\n[1, 2]\n{\"_id\": 3}\n";
+    let (code, _, err) = tm_stdin(&db, &["import", "c", "--batch", "2"], input);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("line 2: not JSON"), "{err}");
+    assert!(err.contains("line 4: duplicate _id"), "{err}");
+    assert!(err.contains("line 5: not a document"), "{err}");
+    assert!(err.contains("imported 3 of 6 documents"), "{err}");
+    let (_, found, _) = tm(&db, &["find", "c"]);
+    assert_eq!(found, "{\"_id\":1}\n{\"_id\":2}\n{\"_id\":3}\n");
+    // Stop on error: every line before the bad one, none after.
+    let input = "{\"_id\": 10}\n{\"_id\": 11}\n{\"_id\": 12}\n{\"_id\": 1}\n{\"_id\": 13}\n";
+    let (code, _, err) = tm_stdin(
+        &db,
+        &["import", "c", "--batch", "3", "--stop-on-error"],
+        input,
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("stopped at line 4: duplicate _id"), "{err}");
+    let (_, found, _) = tm(&db, &["find", "c"]);
+    let ids: Vec<&str> = found.lines().collect();
+    assert_eq!(ids.len(), 6, "{found}");
+    assert_eq!(ids[5], "{\"_id\":12}");
+    // Export in canonical Extended JSON and import again: the same BSON,
+    // byte for byte, for every type.
+    let mixed = [
+        r#"{"_id": {"$oid": "5f1e0a1b2c3d4e5f60718293"}, "i32": {"$numberInt": "7"}, "i64": {"$numberLong": "9007199254740993"}, "d": {"$numberDouble": "2.5"}}"#,
+        r#"{"_id": {"$numberLong": "4"}, "dec": {"$numberDecimal": "1234.5678"}, "t": {"$date": {"$numberLong": "1700000000123"}}, "bin": {"$binary": {"base64": "AAEC", "subType": "00"}}}"#,
+        r#"{"_id": "s", "nested": {"z": 1, "a": [true, null, {"$minKey": 1}]}, "re": {"$regularExpression": {"pattern": "^a", "options": "i"}}, "ts": {"$timestamp": {"t": 5, "i": 6}}}"#,
+    ];
+    let input: String = mixed.iter().map(|l| format!("{l}\n")).collect();
+    assert_eq!(tm_stdin(&db, &["import", "m"], &input).0, 0);
+    let (code, exported, err) = tm(&db, &["export", "m"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("exported 3 documents"), "{err}");
+    assert_eq!(tm_stdin(&db, &["import", "m2"], &exported).0, 0);
+    let (_, again, _) = tm(&db, &["export", "m2"]);
+    assert_eq!(exported, again);
+    for (orig, out) in mixed.iter().zip(exported.lines()) {
+        let bytes = |l: &str| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let tidemark::bson::Bson::Document(d) = tidemark::bson::Bson::try_from(v).unwrap()
+            else {
+                panic!("not a document")
+            };
+            tidemark::bson::to_vec(&d).unwrap()
+        };
+        assert_eq!(bytes(orig), bytes(out), "{out}");
+    }
+    let (_, relaxed, _) = tm(&db, &["export", "m", "--mode", "relaxed"]);
+    assert!(relaxed.contains("\"i32\":7"), "{relaxed}");
+}
+
+#[test]
+fn report_draws_the_statistics_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let db = tidemark::Database::builder()
+            .cache_size(4 << 20)
+            .statistics_log(Some(tidemark::StatisticsLog {
+                interval: std::time::Duration::from_millis(100),
+                ..Default::default()
+            }))
+            .open(&path)
+            .unwrap();
+        let t = db.table("kv").unwrap();
+        let c = db.collection("docs").unwrap();
+        let end = std::time::Instant::now() + std::time::Duration::from_millis(700);
+        let mut i = 0u32;
+        while std::time::Instant::now() < end {
+            t.put(i.to_be_bytes(), [7u8; 300]).unwrap();
+            c.insert_one(&tidemark::bson::doc! {"i": i}).unwrap();
+            i += 1;
+        }
+        db.close().unwrap();
+    }
+    let out = dir.path().join("report.html");
+    let (code, _, err) = tm(
+        &path,
+        &[
+            "report",
+            path.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    // Self-contained: no scripts, nothing fetched (the only URL is the SVG
+    // namespace).
+    for banned in ["<script", "src=", "href=\"http", "url(", "@import"] {
+        assert!(!html.contains(banned), "{banned}");
+    }
+    assert_eq!(
+        html.matches("http").count(),
+        html.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
+    );
+    for anchor in [
+        "cache",
+        "ops",
+        "eviction",
+        "log",
+        "groups",
+        "checkpoints",
+        "tables",
+        "collections",
+    ] {
+        assert!(
+            html.contains(&format!("<figure id=\"{anchor}\"><svg")),
+            "{anchor} missing"
+        );
+    }
+    assert_eq!(html.matches("<svg").count(), 13);
+    // The operations chart draws the puts and inserts; the tables chart
+    // names the table.
+    let legend = |name: &str| html.contains(&format!(">\n{name}\n</text>"));
+    assert!(legend("put") && legend("doc insert"), "legend");
+    assert!(legend("kv writes"));
+    // Not statistics: a clear error.
+    std::fs::write(dir.path().join("junk.jsonl"), "hello\n").unwrap();
+    let (code, _, err) = tm(
+        &path,
+        &["report", dir.path().join("junk.jsonl").to_str().unwrap()],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("needs at least two"), "{err}");
+}
+
+#[test]
+fn stat_reads_a_running_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = tidemark::Database::builder()
+        .cache_size(4 << 20)
+        .control_socket(true)
+        .statistics_log(Some(tidemark::StatisticsLog {
+            interval: std::time::Duration::from_millis(150),
+            ..Default::default()
+        }))
+        .open(&path)
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (t, stop) = (db.table("kv").unwrap(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                t.put(i.to_be_bytes(), b"v").unwrap();
+                i += 1;
+            }
+        })
+    };
+    // Through the socket, while this process has the database open.
+    let (code, out, err) = tm(&path, &["stat", "--interval", "0.2", "--count", "3"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(lines[0].contains("put") && lines[0].contains("dirty%"));
+    let put_col = lines[0]
+        .split_whitespace()
+        .position(|c| c == "put")
+        .unwrap();
+    for l in &lines[1..] {
+        let put = l.split_whitespace().nth(put_col).unwrap();
+        assert_ne!(put, "0", "puts are running: {l}");
+    }
+    // Without the socket: by following the statistics log.
+    std::fs::remove_file(path.join(tidemark::CONTROL_SOCKET)).unwrap();
+    let (code, out, err) = tm(&path, &["stat", "--interval", "0.1", "--count", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 3, "{out}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    db.close().unwrap();
+    // Nothing to read: a clear error.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let (code, _, err) = tm(&empty, &["stat", "--count", "1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no control socket"), "{err}");
+}
+
+#[test]
+fn backup_of_a_running_database_and_compact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = tidemark::Database::builder()
+        .cache_size(4 << 20)
+        .control_socket(true)
+        .open(&path)
+        .unwrap();
+    let t = db.table("kv").unwrap();
+    for i in 0..5_000u32 {
+        t.put(i.to_be_bytes(), [3u8; 100]).unwrap();
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (t, stop) = (t.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 5_000u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                t.put(i.to_be_bytes(), [3u8; 100]).unwrap();
+                i += 1;
+            }
+        })
+    };
+    // Through the control socket: this process keeps the database open.
+    let dest = dir.path().join("copy");
+    let (code, out, err) = tm(&path, &["backup", dest.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("backup of the running database"), "{out}");
+    // A second backup into the same place is refused, with the reason.
+    let (code, _, err) = tm(&path, &["backup", dest.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not empty"), "{err}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    db.close().unwrap();
+    let (code, out, _) = tm(&dest, &["verify"]);
+    assert_eq!(code, 0, "{out}");
+    let (_, scan, _) = tm(&dest, &["scan", "kv"]);
+    assert!(scan.lines().count() >= 5_000);
+    // Not running: the command opens the database itself.
+    let (code, out, err) = tm(
+        &path,
+        &["backup", dir.path().join("copy2").to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("backup: "), "{out}");
+    let (code, out, _) = tm(&path, &["compact"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("compact: data file "), "{out}");
 }

@@ -497,14 +497,14 @@ impl Table {
         let r = py.detach(|| t.range(key_range(lo, hi)));
         Ok(RangeIter {
             shared: self.shared.clone(),
-            inner: Mutex::new(Entries::Table(r)),
+            inner: Mutex::new(Entries::Table(Box::new(r))),
             reverse,
         })
     }
 }
 
 enum Entries {
-    Table(tidemark::Range),
+    Table(Box<tidemark::Range>),
     Listed(std::vec::IntoIter<(Vec<u8>, Vec<u8>)>),
 }
 
@@ -631,7 +631,7 @@ impl Snapshot {
         let r = self.with(py, |t| t.range(table, key_range(lo, hi)))?;
         Ok(RangeIter {
             shared: self.shared.clone(),
-            inner: Mutex::new(Entries::Table(r)),
+            inner: Mutex::new(Entries::Table(Box::new(r))),
             reverse,
         })
     }

@@ -164,6 +164,20 @@ impl BlockAlloc {
         self.inner.lock().fresh.fill(0);
     }
 
+    /// Forgets the free blocks after the last block in use: the file may
+    /// be cut to the returned length (in blocks). Blocks handed out later
+    /// come from below it or extend it again.
+    pub(crate) fn shrink(&self) -> u64 {
+        let mut g = self.inner.lock();
+        let mut n = g.nblocks;
+        while n > META_BLOCKS && !bit(&g.used, n - 1) {
+            n -= 1;
+        }
+        g.nblocks = n;
+        g.hint = g.hint.min(n);
+        n
+    }
+
     pub(crate) fn stats(&self) -> AllocStats {
         let g = self.inner.lock();
         AllocStats {

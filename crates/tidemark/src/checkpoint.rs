@@ -45,6 +45,8 @@ use crate::pager::{Pending, Running};
 /// What the last durable checkpoint consists of.
 pub(crate) struct Durable {
     pub(crate) generation: u64,
+    /// Log position the durable checkpoint covers: replay starts here.
+    pub(crate) log_lsn: u64,
     pub(crate) chunk_blocks: Vec<u64>,
     pub(crate) dir_blocks: Vec<u64>,
     pub(crate) log_segment_size: u64,
@@ -200,6 +202,7 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
         .write_all_at(&buf, (meta.generation % 2) * PAGE_SIZE as u64)?;
     e.pager.file.sync_data()?;
     durable.generation = meta.generation;
+    durable.log_lsn = log_lsn;
     e.pager.release_through(n);
     // The checkpoint is durable whatever happens to the old segments: a
     // failure to recycle them is counted (`log_recycle_errors`) and the

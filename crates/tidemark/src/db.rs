@@ -18,7 +18,8 @@ use crate::engine::{decode_root, Engine, CATALOG_ROOT};
 use crate::error::{Error, Result};
 use crate::io::{FileSystem, OsFileSystem};
 use crate::page::PAGE_SIZE;
-use crate::stats::Stats;
+use crate::statlog::{self, StatisticsLog};
+use crate::stats::{bump, Stats};
 use crate::txn::{ReadTxn, Snap, WriteTxn};
 use crate::verify::{self, VerifyReport};
 use crate::versions::Ts;
@@ -48,6 +49,8 @@ pub struct Builder {
     durability: Durability,
     log_segment_size: u64,
     version_budget: u8,
+    statistics_log: Option<StatisticsLog>,
+    control_socket: bool,
     fs: Arc<dyn FileSystem>,
 }
 
@@ -78,7 +81,7 @@ impl Builder {
     /// Defaults: 256 MiB cache, eviction target/trigger 80/95 %, dirty
     /// target/trigger 5/20 %, one eviction worker, a checkpoint every 60 s,
     /// durability [`Durability::Write`], 16 MiB log segments, 10 % of the
-    /// cache for snapshot versions.
+    /// cache for snapshot versions, a statistics log line every 10 s.
     pub fn new() -> Self {
         Builder {
             cache_size: 256 << 20,
@@ -91,9 +94,30 @@ impl Builder {
             durability: Durability::Write,
             log_segment_size: DEFAULT_SEGMENT_SIZE,
             version_budget: 10,
+            statistics_log: Some(StatisticsLog::default()),
+            control_socket: false,
             fs: Arc::new(OsFileSystem),
         }
     }
+    /// The statistics log: a JSON line of every counter each interval, in
+    /// rotating files (see [`StatisticsLog`]); `None` turns it off. On by
+    /// default, every 10 s, in the database directory, with a last line at
+    /// close.
+    pub fn statistics_log(mut self, log: Option<StatisticsLog>) -> Self {
+        self.statistics_log = log;
+        self
+    }
+
+    /// Opens a control socket, `control.sock` in the database directory
+    /// (owner only), through which `tidemark stat` reads the statistics
+    /// and `tidemark backup` asks for a backup while this process has the
+    /// database open. Off by default; needs the operating system's file
+    /// system.
+    pub fn control_socket(mut self, on: bool) -> Self {
+        self.control_socket = on;
+        self
+    }
+
     /// Bytes of memory for pages and snapshot versions together; the
     /// pages' share (all but [`Builder::version_budget`]) must hold at
     /// least 64 pages (1 MiB).
@@ -250,6 +274,50 @@ impl Builder {
                     .spawn(move || e.versions.run_reclaimer())?,
             );
         }
+        if let Some(cfg) = self.statistics_log.clone() {
+            if cfg.interval.is_zero() {
+                return Err(Error::InvalidOption(
+                    "statistics_log interval must be above zero".into(),
+                ));
+            }
+            let (e, s) = (engine.clone(), shared.clone());
+            let mut w = statlog::Writer::new(self.fs.clone(), path.as_ref(), cfg.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name("tidemark-stats".into())
+                    .spawn(move || {
+                        let mut write = || {
+                            let l = statlog::line(
+                                &crate::stats::collect(&e),
+                                std::time::SystemTime::now(),
+                                cfg.interval,
+                            );
+                            if w.append(&l).is_err() {
+                                bump(&e.ops.statlog_errors);
+                            }
+                        };
+                        write();
+                        let mut stop = s.stop.lock();
+                        while !*stop {
+                            if s.cv.wait_for(&mut stop, cfg.interval).timed_out() && !*stop {
+                                drop(stop);
+                                write();
+                                stop = s.stop.lock();
+                            }
+                        }
+                        drop(stop);
+                        // The last line, at close.
+                        write();
+                    })?,
+            );
+        }
+        let socket = if self.control_socket {
+            let (sock, t) = statlog::Socket::start(path.as_ref(), engine.clone())?;
+            threads.push(t);
+            Some(sock)
+        } else {
+            None
+        };
         if let Some(every) = self.checkpoint_interval {
             let (e, s) = (engine.clone(), shared.clone());
             threads.push(
@@ -276,6 +344,7 @@ impl Builder {
                 path: path.as_ref().to_path_buf(),
                 closed: AtomicBool::new(false),
                 lock: Mutex::new(lock),
+                socket,
                 durability: self.durability,
                 replayed: recovered.records,
             }),
@@ -296,6 +365,8 @@ struct Inner {
     closed: AtomicBool,
     /// The directory lock, released at close.
     lock: Mutex<Option<crate::io::DirLock>>,
+    /// The control socket, if served.
+    socket: Option<statlog::Socket>,
     durability: Durability,
     /// Log records replayed when the database was opened.
     replayed: u64,
@@ -312,6 +383,9 @@ impl Inner {
         self.engine.pool.wake_workers();
         self.engine.versions.stop_reclaimer();
         self.engine.stop_ring_writer();
+        if let Some(s) = &self.socket {
+            s.stop();
+        }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
@@ -570,22 +644,14 @@ impl Database {
             },
             |e, (), _| e.create_root(name.as_bytes()),
         )?;
-        Ok(Table {
-            db: self.clone(),
-            name: name.into(),
-            root,
-        })
+        Ok(Table::handle(self, name, root))
     }
 
     /// Opens table `name`; [`Error::TableNotFound`] if it does not exist.
     pub fn open_table(&self, name: &str) -> Result<Table> {
         check_name(name)?;
         match self.lookup_root(name)? {
-            Some(root) => Ok(Table {
-                db: self.clone(),
-                name: name.into(),
-                root,
-            }),
+            Some(root) => Ok(Table::handle(self, name, root)),
             None => Err(Error::TableNotFound(name.to_string())),
         }
     }
@@ -626,11 +692,7 @@ impl Database {
 
     /// Names of all tables, in order.
     pub fn list_tables(&self) -> Result<Vec<String>> {
-        let t = Table {
-            db: self.clone(),
-            name: String::new(),
-            root: CATALOG_ROOT,
-        };
+        let t = Table::handle(self, "", CATALOG_ROOT);
         t.iter()
             .map(|r| r.map(|(k, _)| String::from_utf8_lossy(&k).into_owned()))
             .collect()
@@ -640,6 +702,24 @@ impl Database {
     /// one log record; returns once it has the batch's durability (or the
     /// database default).
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+        let r = self.write_batch(batch);
+        if r.is_ok() {
+            let o = &self.engine().ops;
+            bump(&o.batches);
+            for op in &batch.ops {
+                let (kind, ops) = match op {
+                    Op::Put { table, .. } => (&o.puts, o.table(table)),
+                    Op::Delete { table, .. } => (&o.deletes, o.table(table)),
+                    Op::Insert { collection, .. } => (&o.doc_inserts, o.collection(collection)),
+                };
+                bump(kind);
+                bump(&ops.writes);
+            }
+        }
+        r
+    }
+
+    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
         if batch.ops.iter().any(|op| matches!(op, Op::Insert { .. })) {
             return self.write_with_documents(batch);
         }
@@ -723,6 +803,21 @@ impl Database {
         WriteTxn::new(self.clone())
     }
 
+    /// Writes a consistent copy of the database into directory `dest`
+    /// (created; it must be empty) while readers and writers go on; only
+    /// checkpoints wait for it. The copy opens like this database after a
+    /// crash at the end of the backup: it holds every commit acknowledged
+    /// before the call, and possibly some acknowledged during it.
+    pub fn backup(&self, dest: impl AsRef<Path>) -> Result<crate::BackupInfo> {
+        crate::backup::backup(self.engine(), dest.as_ref())
+    }
+
+    /// Returns the free space at the end of the data file to the file
+    /// system (after two checkpoints); does not move pages.
+    pub fn compact(&self) -> Result<crate::CompactInfo> {
+        crate::backup::compact(self.engine())
+    }
+
     /// Makes everything written so far durable; see [`CheckpointInfo`].
     pub fn checkpoint(&self) -> Result<CheckpointInfo> {
         checkpoint::checkpoint(self.engine())
@@ -777,11 +872,7 @@ impl Database {
     }
 
     fn iter_catalog(&self) -> Result<Vec<(String, Vec<u8>)>> {
-        let t = Table {
-            db: self.clone(),
-            name: String::new(),
-            root: CATALOG_ROOT,
-        };
+        let t = Table::handle(self, "", CATALOG_ROOT);
         t.iter()
             .map(|r| r.map(|(k, v)| (String::from_utf8_lossy(&k).into_owned(), v)))
             .collect()
@@ -811,6 +902,7 @@ pub struct Table {
     db: Database,
     name: String,
     root: u64,
+    ops: Arc<crate::stats::NamedOps>,
 }
 
 impl std::fmt::Debug for Table {
@@ -834,6 +926,7 @@ impl Table {
     /// A handle on table `name` rooted at `root`.
     pub(crate) fn handle(db: &Database, name: &str, root: u64) -> Table {
         Table {
+            ops: db.engine().ops.table(name),
             db: db.clone(),
             name: name.into(),
             root,
@@ -868,6 +961,8 @@ impl Table {
         if self.root == CATALOG_ROOT {
             return e.tree(self.root).get(key);
         }
+        bump(&e.ops.gets);
+        bump(&self.ops.reads);
         let _shared = e.stripes.read(e.stripes.of(self.name.as_bytes(), key));
         self.map_dropped(e.tree(self.root).get(key))
     }
@@ -888,6 +983,8 @@ impl Table {
         check_key(key)?;
         check_value(value)?;
         let e = self.db.engine();
+        bump(&e.ops.puts);
+        bump(&self.ops.writes);
         let op = [LogOp::Put {
             table: self.name.as_bytes(),
             key,
@@ -916,6 +1013,8 @@ impl Table {
         let key = key.as_ref();
         check_key(key)?;
         let e = self.db.engine();
+        bump(&e.ops.deletes);
+        bump(&self.ops.writes);
         let op = [LogOp::Delete {
             table: self.name.as_bytes(),
             key,
@@ -957,6 +1056,10 @@ impl Table {
         range: R,
         snap: Option<Arc<Snap>>,
     ) -> Range {
+        if self.root != CATALOG_ROOT {
+            bump(&self.db.engine().ops.scans);
+            bump(&self.ops.scans);
+        }
         let own = |b: Bound<&K>| match b {
             Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
             Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),

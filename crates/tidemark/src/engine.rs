@@ -52,6 +52,10 @@ pub(crate) struct Engine {
     pub(crate) ring_cv: parking_lot::Condvar,
     /// Open collections, by name (see `docs`).
     pub(crate) colls: Mutex<std::collections::HashMap<String, Arc<crate::docs::CollMeta>>>,
+    /// Operations by kind, table and collection (see `stats`).
+    pub(crate) ops: crate::stats::OpCounters,
+    /// When the database was opened.
+    pub(crate) opened: std::time::Instant,
 }
 
 /// How a change is recorded for snapshots: the commit's timestamp and the
@@ -142,6 +146,7 @@ impl Engine {
             gate: Gate::new(),
             durable: Mutex::new(Durable {
                 generation: m.generation,
+                log_lsn: m.log_lsn,
                 chunk_blocks,
                 dir_blocks,
                 log_segment_size: m.log_segment_size,
@@ -157,6 +162,8 @@ impl Engine {
             ring_wake: Mutex::new((false, false)),
             ring_cv: parking_lot::Condvar::new(),
             colls: Default::default(),
+            ops: Default::default(),
+            opened: std::time::Instant::now(),
         };
         if m.next_pid == CATALOG_ROOT {
             let pid = engine.pager.alloc_pid()?;

@@ -31,6 +31,7 @@
 #![warn(missing_docs)]
 
 mod alloc;
+mod backup;
 mod btree;
 mod cache;
 mod capped;
@@ -45,6 +46,7 @@ mod meta;
 mod page;
 mod pagemap;
 mod pager;
+mod statlog;
 mod stats;
 mod stripes;
 mod sync;
@@ -53,6 +55,7 @@ mod verify;
 mod versions;
 mod wal;
 
+pub use backup::{BackupInfo, CompactInfo};
 /// The `bson` crate tidemark's documents are made of.
 pub use bson;
 pub use btree::node::MAX_KEY_SIZE;
@@ -66,7 +69,8 @@ pub use docs::{
 pub use engine::DATA_FILE;
 pub use error::{Error, Result};
 pub use page::PAGE_SIZE;
-pub use stats::Stats;
+pub use statlog::{StatisticsLog, CONTROL_SOCKET, STATS_FILE_PREFIX, STATS_FILE_SUFFIX};
+pub use stats::{NamedStats, Stats};
 pub use txn::{ReadTxn, TxnRange, WriteTxn};
 pub use verify::VerifyReport;
 pub use wal::{Durability, DEFAULT_SEGMENT_SIZE, LOG_FILE_PREFIX};

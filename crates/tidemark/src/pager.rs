@@ -130,6 +130,37 @@ impl Pager {
     }
 
     /// Blocks the data file has room for, preallocated ones included.
+    /// Cuts the data file after its last block in use; returns its length
+    /// in blocks before and after. The growth lock is held throughout, so a
+    /// block handed out meanwhile waits in `ensure_room` and is written
+    /// only after the cut, into room made for it again.
+    pub(crate) fn shrink_to_used(&self) -> Result<(u64, u64)> {
+        let _g = self.grow.lock();
+        let before = self.file_blocks.load(Ordering::Acquire);
+        // Until the cut is done, every `ensure_room` takes the slow path and
+        // waits for this lock: a block handed out after `shrink` (which may
+        // lie past the cut) is not written before room is made for it.
+        self.file_blocks.store(0, Ordering::Release);
+        let after = self.alloc.shrink();
+        let cut = (|| {
+            if after < before {
+                self.file.set_len(after * PAGE_SIZE as u64)?;
+                self.file.sync_data()?;
+            }
+            Ok::<_, Error>(())
+        })();
+        self.file_blocks.store(
+            if cut.is_ok() {
+                after.min(before)
+            } else {
+                before
+            },
+            Ordering::Release,
+        );
+        cut?;
+        Ok((before, after.min(before)))
+    }
+
     pub(crate) fn file_blocks(&self) -> u64 {
         self.file_blocks.load(Ordering::Acquire)
     }

@@ -1,15 +1,128 @@
 //! Counters for every mechanism, gathered into one [`Stats`] snapshot.
 
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::engine::Engine;
 use crate::page::PAGE_SIZE;
+
+/// Operations counted by kind, and per table and per collection.
+#[derive(Default)]
+pub(crate) struct OpCounters {
+    pub(crate) gets: AtomicU64,
+    pub(crate) puts: AtomicU64,
+    pub(crate) deletes: AtomicU64,
+    pub(crate) scans: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) txn_commits: AtomicU64,
+    pub(crate) doc_inserts: AtomicU64,
+    pub(crate) doc_finds: AtomicU64,
+    pub(crate) doc_replaces: AtomicU64,
+    pub(crate) doc_deletes: AtomicU64,
+    /// Statistics log lines that could not be written.
+    pub(crate) statlog_errors: AtomicU64,
+    tables: parking_lot::RwLock<HashMap<String, Arc<NamedOps>>>,
+    collections: parking_lot::RwLock<HashMap<String, Arc<NamedOps>>>,
+}
+
+/// Reads, writes and scans of one table or collection.
+#[derive(Default)]
+pub(crate) struct NamedOps {
+    pub(crate) reads: AtomicU64,
+    pub(crate) writes: AtomicU64,
+    pub(crate) scans: AtomicU64,
+}
+
+fn named(map: &parking_lot::RwLock<HashMap<String, Arc<NamedOps>>>, name: &str) -> Arc<NamedOps> {
+    if let Some(o) = map.read().get(name) {
+        return o.clone();
+    }
+    map.write().entry(name.to_string()).or_default().clone()
+}
+
+impl OpCounters {
+    /// The counters of table `name` (made on first use).
+    pub(crate) fn table(&self, name: &str) -> Arc<NamedOps> {
+        named(&self.tables, name)
+    }
+
+    /// The counters of collection `name` (made on first use).
+    pub(crate) fn collection(&self, name: &str) -> Arc<NamedOps> {
+        named(&self.collections, name)
+    }
+
+    fn list(map: &parking_lot::RwLock<HashMap<String, Arc<NamedOps>>>) -> Vec<NamedStats> {
+        let mut out: Vec<NamedStats> = map
+            .read()
+            .iter()
+            .filter(|(name, _)| !name.is_empty())
+            .map(|(name, o)| NamedStats {
+                name: name.clone(),
+                reads: o.reads.load(Ordering::Relaxed),
+                writes: o.writes.load(Ordering::Relaxed),
+                scans: o.scans.load(Ordering::Relaxed),
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+}
+
+pub(crate) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Operations on one table or collection since open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamedStats {
+    /// The table's or collection's name.
+    pub name: String,
+    /// Point reads (`get`, `find_one`).
+    pub reads: u64,
+    /// Writes (puts and deletes; inserts, replaces and deletes).
+    pub writes: u64,
+    /// Range scans and cursors opened.
+    pub scans: u64,
+}
 
 /// A snapshot of the engine's counters. Gauges are values at the moment of
 /// the call; counters count since open.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
+    /// Microseconds since the database was opened.
+    pub uptime_us: u64,
+    /// Point reads of tables (`get`, in and out of transactions).
+    pub ops_get: u64,
+    /// Puts (single, in batches and in committed transactions).
+    pub ops_put: u64,
+    /// Deletes of keys (single, in batches and in committed transactions).
+    pub ops_delete: u64,
+    /// Range scans opened.
+    pub ops_scan: u64,
+    /// Batches written (`Database::write`).
+    pub ops_batch: u64,
+    /// Write transactions committed.
+    pub ops_txn_commit: u64,
+    /// Documents inserted.
+    pub ops_doc_insert: u64,
+    /// Document lookups by `_id` and cursors opened.
+    pub ops_doc_find: u64,
+    /// Documents replaced.
+    pub ops_doc_replace: u64,
+    /// Documents deleted (capped removals not included).
+    pub ops_doc_delete: u64,
+    /// Statistics log lines that could not be written.
+    pub statistics_log_errors: u64,
+    /// `eviction_target` in bytes: background eviction keeps use under it.
+    pub cache_eviction_target: u64,
+    /// `eviction_trigger` in bytes: above it, application threads evict.
+    pub cache_eviction_trigger: u64,
+    /// `eviction_dirty_target` in bytes.
+    pub cache_dirty_target: u64,
+    /// `eviction_dirty_trigger` in bytes.
+    pub cache_dirty_trigger: u64,
     /// Bytes of cache frames for pages: the configured `cache_size` less
     /// the version budget.
     pub cache_size: u64,
@@ -117,6 +230,11 @@ pub struct Stats {
     pub capped_records_removed_min: u64,
     /// Ring bytes waiting for their log to become durable.
     pub capped_pending_bytes: u64,
+    /// Operations per table (engine tables of collections included), by
+    /// name.
+    pub tables: Vec<NamedStats>,
+    /// Operations per collection, by name.
+    pub collections: Vec<NamedStats>,
 }
 
 impl Stats {
@@ -142,7 +260,27 @@ pub(crate) fn collect(e: &Engine) -> Stats {
     let page = PAGE_SIZE as u64;
     let ld = |x: &std::sync::atomic::AtomicU64| x.load(Ordering::Relaxed);
     let log = e.wal.stats();
+    let o = &e.ops;
+    let cfg = &e.pool.cfg;
     Stats {
+        uptime_us: e.opened.elapsed().as_micros() as u64,
+        ops_get: ld(&o.gets),
+        ops_put: ld(&o.puts),
+        ops_delete: ld(&o.deletes),
+        ops_scan: ld(&o.scans),
+        ops_batch: ld(&o.batches),
+        ops_txn_commit: ld(&o.txn_commits),
+        ops_doc_insert: ld(&o.doc_inserts),
+        ops_doc_find: ld(&o.doc_finds),
+        ops_doc_replace: ld(&o.doc_replaces),
+        ops_doc_delete: ld(&o.doc_deletes),
+        statistics_log_errors: ld(&o.statlog_errors),
+        cache_eviction_target: (cfg.target * PAGE_SIZE) as u64,
+        cache_eviction_trigger: (cfg.trigger * PAGE_SIZE) as u64,
+        cache_dirty_target: (cfg.dirty_target * PAGE_SIZE) as u64,
+        cache_dirty_trigger: (cfg.dirty_trigger * PAGE_SIZE) as u64,
+        tables: OpCounters::list(&o.tables),
+        collections: OpCounters::list(&o.collections),
         cache_size: (e.pool.cfg.frames * PAGE_SIZE) as u64,
         cache_bytes_used: e.pool.used.load(Ordering::Relaxed) as u64 * page,
         cache_bytes_dirty: e.pool.dirty.load(Ordering::Relaxed) as u64 * page,
@@ -211,7 +349,23 @@ impl Stats {
     /// printing and JSON.
     pub fn fields(&self) -> Vec<(&'static str, u64)> {
         vec![
+            ("uptime_us", self.uptime_us),
+            ("ops_get", self.ops_get),
+            ("ops_put", self.ops_put),
+            ("ops_delete", self.ops_delete),
+            ("ops_scan", self.ops_scan),
+            ("ops_batch", self.ops_batch),
+            ("ops_txn_commit", self.ops_txn_commit),
+            ("ops_doc_insert", self.ops_doc_insert),
+            ("ops_doc_find", self.ops_doc_find),
+            ("ops_doc_replace", self.ops_doc_replace),
+            ("ops_doc_delete", self.ops_doc_delete),
+            ("statistics_log_errors", self.statistics_log_errors),
             ("cache_size", self.cache_size),
+            ("cache_eviction_target", self.cache_eviction_target),
+            ("cache_eviction_trigger", self.cache_eviction_trigger),
+            ("cache_dirty_target", self.cache_dirty_target),
+            ("cache_dirty_trigger", self.cache_dirty_trigger),
             ("cache_bytes_used", self.cache_bytes_used),
             ("cache_bytes_dirty", self.cache_bytes_dirty),
             ("cache_bytes_peak", self.cache_bytes_peak),

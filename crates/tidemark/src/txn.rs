@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::db::{check_key, check_name, check_value, Database, Range, Table};
 use crate::error::{Error, Result};
+use crate::stats::bump;
 use crate::versions::SnapshotReg;
 use crate::wal::record::LogOp;
 use crate::wal::Durability;
@@ -49,6 +50,8 @@ impl Snap {
         check_key(key)?;
         let table = self.table(name)?;
         let e = self.db.engine();
+        bump(&e.ops.gets);
+        bump(&e.ops.table(name).reads);
         let live = e.tree(table.root()).get(key);
         let live = table.map_dropped(live)?;
         let seen = e.versions.lookup(self.reg.ts, name.as_bytes(), key);
@@ -395,6 +398,14 @@ impl WriteTxn {
                 .counters
                 .conflicts
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        if r.is_ok() {
+            let o = &e.ops;
+            bump(&o.txn_commits);
+            for ((table, _), v) in &self.writes {
+                bump(if v.is_some() { &o.puts } else { &o.deletes });
+                bump(&o.table(table).writes);
+            }
         }
         r
     }

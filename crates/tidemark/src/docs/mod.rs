@@ -826,6 +826,13 @@ impl Collection {
         })
     }
 
+    /// Counts an operation of `kind` on this collection.
+    fn tally(&self, kind: &AtomicU64, n: u64, what: fn(&crate::stats::NamedOps) -> &AtomicU64) {
+        let o = &self.db.engine().ops;
+        kind.fetch_add(n, Ordering::Relaxed);
+        what(&o.collection(&self.meta.name)).fetch_add(n, Ordering::Relaxed);
+    }
+
     fn index(&self) -> Table {
         Table::handle(
             &self.db,
@@ -851,6 +858,7 @@ impl Collection {
             }],
             durability,
         )?;
+        self.tally(&self.db.engine().ops.doc_inserts, 1, |o| &o.writes);
         Ok(id)
     }
 
@@ -887,6 +895,8 @@ impl Collection {
         }
         if !ops.is_empty() {
             self.db.write_docs(&ops, durability)?;
+            let n = ops.len() as u64;
+            self.tally(&self.db.engine().ops.doc_inserts, n, |o| &o.writes);
         }
         Ok(ids)
     }
@@ -894,6 +904,7 @@ impl Collection {
     /// The document with `_id` equal to `id`, if any.
     pub fn find_one(&self, id: &Bson) -> Result<Option<Document>> {
         let key = idkey::key_of(id)?;
+        self.tally(&self.db.engine().ops.doc_finds, 1, |o| &o.reads);
         let Some(v) = self.index().get(&key)? else {
             return Ok(None);
         };
@@ -944,6 +955,7 @@ impl Collection {
             }
         }
         let (_, key, doc) = prepare(&d)?;
+        self.tally(&self.db.engine().ops.doc_replaces, 1, |o| &o.writes);
         let m = self.db.write_docs(
             &[DocOp::Replace {
                 coll: self.meta.clone(),
@@ -959,6 +971,7 @@ impl Collection {
     /// Refused on capped collections.
     pub fn delete_one(&self, id: &Bson) -> Result<bool> {
         let key = idkey::key_of(id)?;
+        self.tally(&self.db.engine().ops.doc_deletes, 1, |o| &o.writes);
         let m = self.db.write_docs(
             &[DocOp::Remove {
                 coll: self.meta.clone(),
@@ -972,17 +985,20 @@ impl Collection {
     /// Every document in natural order (insertion order; for a capped
     /// collection also physical order).
     pub fn find(&self) -> Cursor {
+        self.tally(&self.db.engine().ops.doc_finds, 1, |o| &o.scans);
         Cursor::natural(self.clone(), false)
     }
 
     /// Every document in reverse natural order.
     pub fn find_reverse(&self) -> Cursor {
+        self.tally(&self.db.engine().ops.doc_finds, 1, |o| &o.scans);
         Cursor::natural(self.clone(), true)
     }
 
     /// Documents with `_id` in the range, in `_id` order.
     pub fn find_range(&self, lo: Bound<&Bson>, hi: Bound<&Bson>) -> Result<Cursor> {
         let range = encode_range(lo, hi)?;
+        self.tally(&self.db.engine().ops.doc_finds, 1, |o| &o.scans);
         Ok(Cursor::by_id_in(
             self.clone(),
             self.index().range(range),
@@ -994,6 +1010,7 @@ impl Collection {
     /// Documents with `_id` in the range, in descending `_id` order.
     pub fn find_range_reverse(&self, lo: Bound<&Bson>, hi: Bound<&Bson>) -> Result<Cursor> {
         let range = encode_range(lo, hi)?;
+        self.tally(&self.db.engine().ops.doc_finds, 1, |o| &o.scans);
         Ok(Cursor::by_id_in(
             self.clone(),
             self.index().range(range),

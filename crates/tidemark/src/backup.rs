@@ -1,0 +1,170 @@
+//! Online backup and compaction.
+//!
+//! **Backup** copies a database while writers go on. It takes a checkpoint,
+//! then holds the checkpoint lock (so no later checkpoint can free the
+//! blocks the durable one references, nor rewrite its meta page) while it
+//! copies:
+//! 1. the data file: the blocks of the durable checkpoint do not change
+//!    until the next checkpoint, whatever eviction writes to free blocks;
+//! 2. every capped ring file: ring bytes reach disk only after the log
+//!    that covers them is durable, so what is copied is covered by the log
+//!    synced in step 3, and replaying it from the checkpoint rewrites any
+//!    record the copy caught half-overwritten;
+//! 3. the log from the checkpoint's position to the position synced after
+//!    step 2, with the rest of the last segment zeroed, so the copy's log
+//!    ends cleanly there.
+//!
+//! Opening the copy recovers like a restart after a crash at that moment:
+//! every commit acknowledged before the backup began is in the checkpoint
+//! of step 0, and commits acknowledged during it may be too (those in the
+//! copied log). Checkpoints wait for the copy; readers and writers do not.
+//!
+//! **Compaction** returns the free blocks at the end of the data file to
+//! the file system: two checkpoints release the blocks the previous ones
+//! no longer need, then the file is cut after its last block in use. It
+//! does not move pages.
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::checkpoint;
+use crate::engine::{Engine, DATA_FILE};
+use crate::error::{Error, Result};
+use crate::io::FileIo;
+use crate::page::PAGE_SIZE;
+use crate::wal::segment;
+
+/// What a backup copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BackupInfo {
+    /// Bytes of the data file copied.
+    pub data_bytes: u64,
+    /// Bytes of capped ring files copied.
+    pub ring_bytes: u64,
+    /// Bytes of log copied (from the checkpoint to the synced end).
+    pub log_bytes: u64,
+    /// Time taken, in microseconds.
+    pub duration_us: u64,
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompactInfo {
+    /// Data file size before, in bytes.
+    pub size_before: u64,
+    /// Data file size after, in bytes.
+    pub size_after: u64,
+}
+
+const CHUNK: usize = 1 << 20;
+
+/// Copies `len` bytes of `src` from offset 0 into `dst`.
+fn copy(src: &dyn FileIo, dst: &dyn FileIo, len: u64) -> Result<()> {
+    let mut buf = vec![0u8; CHUNK];
+    let mut off = 0u64;
+    while off < len {
+        let n = (len - off).min(CHUNK as u64) as usize;
+        src.read_exact_at(&mut buf[..n], off)?;
+        dst.write_all_at(&buf[..n], off)?;
+        off += n as u64;
+    }
+    Ok(())
+}
+
+fn is_ring_file(name: &str) -> bool {
+    name.starts_with("capped-") && name.ends_with(".ring")
+}
+
+pub(crate) fn backup(e: &Engine, dest: &Path) -> Result<BackupInfo> {
+    let t0 = Instant::now();
+    let fs = &*e.fs;
+    if dest == e.dir {
+        return Err(Error::InvalidOption(
+            "a backup cannot be written over its own database".into(),
+        ));
+    }
+    fs.create_dir_all(dest)?;
+    if !fs.list(dest)?.is_empty() {
+        return Err(Error::InvalidOption(format!(
+            "backup destination {} exists and is not empty",
+            dest.display()
+        )));
+    }
+    checkpoint::checkpoint(e)?;
+    // No checkpoint until the copy is done (see the module comment).
+    let durable = e.durable.lock();
+    e.pager.check_writable()?;
+    let start = durable.log_lsn;
+    let seg = durable.log_segment_size;
+
+    // 1. The data file.
+    let data_len = e.pager.file.len()?;
+    let dst = fs.open(&dest.join(DATA_FILE), true)?;
+    copy(&*e.pager.file, &*dst, data_len)?;
+    dst.sync_data()?;
+
+    // 2. The rings.
+    let mut ring_bytes = 0;
+    for name in fs.list(&e.dir)? {
+        if !is_ring_file(&name) {
+            continue;
+        }
+        let src = fs.open(&e.dir.join(&name), false)?;
+        let len = src.len()?;
+        let dst = fs.open(&dest.join(&name), true)?;
+        copy(&*src, &*dst, len)?;
+        dst.sync_data()?;
+        ring_bytes += len;
+    }
+
+    // 3. The log, from the checkpoint to what is durable now.
+    let end = e.wal.sync()?.max(start);
+    let first = start / seg;
+    let last = end.saturating_sub(1).max(start) / seg;
+    let mut log_bytes = 0;
+    let mut buf = vec![0u8; CHUNK];
+    for i in first..=last {
+        let dst = fs.open(&dest.join(segment::file_name(i)), true)?;
+        let seg_start = i * seg;
+        let upto = end.min(seg_start + seg);
+        let mut pos = seg_start;
+        while pos < upto {
+            let n = ((upto - pos) as usize).min(CHUNK);
+            let got = e.wal.segs.read(pos, &mut buf[..n])?;
+            if got < n {
+                return Err(Error::corruption(
+                    0,
+                    format!("log segment {i} is shorter than the synced log"),
+                ));
+            }
+            dst.write_all_at(&buf[..n], pos - seg_start)?;
+            pos += n as u64;
+        }
+        // The rest of the segment is zeros: the copy's log ends at `end`.
+        dst.set_len(seg)?;
+        dst.sync_data()?;
+        log_bytes += upto.saturating_sub(seg_start);
+    }
+    drop(durable);
+    fs.sync_dir(dest)?;
+    Ok(BackupInfo {
+        data_bytes: data_len,
+        ring_bytes,
+        log_bytes,
+        duration_us: t0.elapsed().as_micros() as u64,
+    })
+}
+
+pub(crate) fn compact(e: &Engine) -> Result<CompactInfo> {
+    // The first checkpoint makes the blocks freed before it reusable once
+    // the second one is durable; the second frees what the first released.
+    checkpoint::checkpoint(e)?;
+    checkpoint::checkpoint(e)?;
+    let (before, after) = e.pager.shrink_to_used()?;
+    Ok(CompactInfo {
+        size_before: before * PAGE_SIZE as u64,
+        size_after: after * PAGE_SIZE as u64,
+    })
+}
