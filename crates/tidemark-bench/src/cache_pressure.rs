@@ -20,6 +20,7 @@ pub struct Args {
     pub cache_mb: usize,
     pub dataset_mb: usize,
     pub checkpoint_secs: u64,
+    pub stats_log: Option<std::path::PathBuf>,
 }
 
 const KEY_LEN: usize = 16;
@@ -31,6 +32,16 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let db = tidemark::Builder::new()
         .cache_size(cache)
         .checkpoint_interval(Some(std::time::Duration::from_secs(a.checkpoint_secs)))
+        // The default statistics log (a line every 10 s), or one a second
+        // where asked.
+        .statistics_log(Some(match &a.stats_log {
+            Some(p) => tidemark::StatisticsLog {
+                interval: Duration::from_secs(1),
+                path: Some(p.clone()),
+                ..Default::default()
+            },
+            None => tidemark::StatisticsLog::default(),
+        }))
         .open(dir.path())?;
     let t = db.table("usertable")?;
     let records = (a.dataset_mb << 20) / (KEY_LEN + VALUE_LEN);

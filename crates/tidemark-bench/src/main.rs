@@ -57,6 +57,10 @@ enum Cmd {
         /// Seconds between periodic checkpoints (the engine's default is 60).
         #[arg(long, default_value_t = 60)]
         checkpoint_secs: u64,
+        /// Keep the statistics log in this directory (a line a second), for
+        /// `tidemark report`.
+        #[arg(long)]
+        stats_log: Option<PathBuf>,
     },
     /// Idle checkpoint time vs cache size; writer latency during a checkpoint (pathology 3).
     Checkpoint,
@@ -112,8 +116,10 @@ fn main() -> ExitCode {
             cache_mb,
             dataset_mb,
             checkpoint_secs,
+            stats_log,
         } => cache_pressure::run(&cache_pressure::Args {
             checkpoint_secs,
+            stats_log,
             quick: cli.quick,
             json: cli.json,
             dir: cli.dir,

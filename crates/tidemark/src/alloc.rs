@@ -164,6 +164,16 @@ impl BlockAlloc {
         self.inner.lock().fresh.fill(0);
     }
 
+    /// Makes the next allocations take the lowest free blocks.
+    pub(crate) fn rewind(&self) {
+        self.inner.lock().hint = META_BLOCKS;
+    }
+
+    /// Blocks in use (meta, referenced, and in limbo).
+    pub(crate) fn used(&self) -> u64 {
+        self.inner.lock().used_count
+    }
+
     /// Forgets the free blocks after the last block in use: the file may
     /// be cut to the returned length (in blocks). Blocks handed out later
     /// come from below it or extend it again.

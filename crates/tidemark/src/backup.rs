@@ -19,10 +19,15 @@
 //! of step 0, and commits acknowledged during it may be too (those in the
 //! copied log). Checkpoints wait for the copy; readers and writers do not.
 //!
-//! **Compaction** returns the free blocks at the end of the data file to
-//! the file system: two checkpoints release the blocks the previous ones
-//! no longer need, then the file is cut after its last block in use. It
-//! does not move pages.
+//! **Compaction** returns the free space at the end of the data file to the
+//! file system. Two checkpoints release the blocks earlier ones no longer
+//! need. With the write gate closed (commits wait; no page can be freed or
+//! unlinked meanwhile), every tree page whose block lies beyond the number
+//! of blocks in use is marked dirty, and so is every page-map chunk; the
+//! allocator is rewound to the lowest free blocks, so the next checkpoint
+//! writes those pages below that line. Two more checkpoints free their old
+//! blocks, and the file is cut after its last block in use. Overflow pages
+//! (values over a page) are not moved.
 
 use std::path::Path;
 use std::time::Instant;
@@ -157,11 +162,60 @@ pub(crate) fn backup(e: &Engine, dest: &Path) -> Result<BackupInfo> {
     })
 }
 
+/// Marks dirty every tree page stored beyond the number of blocks in use;
+/// returns the pages marked. Runs with the write gate
+/// closed.
+fn relocate(e: &Engine) -> Result<u64> {
+    let line = e.pager.alloc.used();
+    e.pager.alloc.rewind();
+    let mut moved = 0;
+    for pid in 0..e.pager.next_pid() {
+        let b = e.pager.map.block(pid);
+        if b == crate::pagemap::NO_BLOCK || b < line {
+            continue;
+        }
+        match e.pool.fix_exclusive(&e.pager, pid) {
+            Ok(mut w) => {
+                // Unchanged bytes, but dirty: the next checkpoint writes
+                // the page to a new (low) block.
+                w.bytes_mut()?;
+                moved += 1;
+            }
+            // Overflow pages are read and written outside the pool and
+            // are not moved; a free page id has no block.
+            Err(Error::Corruption { .. }) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(moved)
+}
+
+/// Makes the next checkpoint rewrite every map chunk and the directory.
+fn mark_map_dirty(e: &Engine) {
+    let chunks = e
+        .pager
+        .next_pid()
+        .div_ceil(crate::pagemap::CHUNK_ENTRIES as u64) as usize;
+    e.pager.state.lock().dirty_chunks.extend(0..chunks.max(1));
+}
+
 pub(crate) fn compact(e: &Engine) -> Result<CompactInfo> {
     // The first checkpoint makes the blocks freed before it reusable once
     // the second one is durable; the second frees what the first released.
     checkpoint::checkpoint(e)?;
     checkpoint::checkpoint(e)?;
+    e.gate.close();
+    let moved = relocate(e);
+    e.gate.open();
+    moved?;
+    // The first writes the marked pages, the map and its directory low;
+    // the second releases the blocks they left. Each rewrites the map, so
+    // neither is idle (an idle checkpoint releases nothing).
+    for _ in 0..2 {
+        e.pager.alloc.rewind();
+        mark_map_dirty(e);
+        checkpoint::checkpoint(e)?;
+    }
     let (before, after) = e.pager.shrink_to_used()?;
     Ok(CompactInfo {
         size_before: before * PAGE_SIZE as u64,

@@ -169,3 +169,40 @@ fn compact_returns_the_free_tail_of_the_file() {
     assert!(db.verify().unwrap().problems.is_empty());
     assert_eq!(db.open_table("keep").unwrap().iter().count(), 4_000);
 }
+
+#[test]
+fn compact_moves_pages_stored_at_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Database::builder().cache_size(4 << 20).open(&path).unwrap();
+    // The big table first, the one kept after it: the kept pages lie
+    // beyond the big table's blocks, which are freed by the drop.
+    let big = db.table("big").unwrap();
+    for i in 0..40_000u32 {
+        big.put(i.to_be_bytes(), [2u8; 500]).unwrap();
+    }
+    db.checkpoint().unwrap();
+    let keep = db.table("keep").unwrap();
+    for i in 0..5_000u32 {
+        keep.put(i.to_be_bytes(), [1u8; 200]).unwrap();
+    }
+    db.checkpoint().unwrap();
+    drop(big);
+    db.drop_table("big").unwrap();
+    let info = db.compact().unwrap();
+    assert!(
+        info.size_after * 4 < info.size_before,
+        "{} -> {}",
+        info.size_before,
+        info.size_after
+    );
+    db.close().unwrap();
+    let db = Database::open(&path).unwrap();
+    assert!(db.verify().unwrap().problems.is_empty());
+    let keep = db.open_table("keep").unwrap();
+    assert_eq!(keep.iter().count(), 5_000);
+    assert_eq!(
+        keep.get(4_999u32.to_be_bytes()).unwrap().unwrap(),
+        vec![1u8; 200]
+    );
+}
