@@ -164,7 +164,8 @@ impl Database {
     #[pyo3(signature = (path, *, cache_size=None, durability=None, eviction_target=None,
         eviction_trigger=None, eviction_dirty_target=None, eviction_dirty_trigger=None,
         eviction_threads=None, checkpoint_interval=None, log_segment_size=None,
-        version_budget=None))]
+        version_budget=None, statistics_log=true, statistics_interval=None,
+        statistics_path=None, control_socket=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -179,6 +180,10 @@ impl Database {
         checkpoint_interval: Option<f64>,
         log_segment_size: Option<u64>,
         version_budget: Option<u8>,
+        statistics_log: bool,
+        statistics_interval: Option<f64>,
+        statistics_path: Option<PathBuf>,
+        control_socket: bool,
     ) -> PyResult<Database> {
         let mut b = tidemark::Database::builder();
         if let Some(v) = cache_size {
@@ -218,6 +223,24 @@ impl Database {
         if let Some(v) = version_budget {
             b = b.version_budget(v);
         }
+        if statistics_log {
+            let mut log = tidemark::StatisticsLog::default();
+            if let Some(secs) = statistics_interval {
+                log.interval = Duration::try_from_secs_f64(secs)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "statistics_interval {secs} is not a positive duration"
+                        ))
+                    })?;
+            }
+            log.path = statistics_path;
+            b = b.statistics_log(Some(log));
+        } else {
+            b = b.statistics_log(None);
+        }
+        b = b.control_socket(control_socket);
         let db = run(py, move || b.open(path))?;
         Ok(Database {
             shared: Arc::new(Shared {
@@ -402,6 +425,30 @@ impl Database {
         d.set_item("pages_written", info.pages_written)?;
         d.set_item("idle", info.idle)?;
         d.set_item("duration_us", info.duration_us)?;
+        Ok(d)
+    }
+
+    /// Writes a consistent copy into `dest` while writes go on.
+    fn backup<'py>(&self, py: Python<'py>, dest: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+        self.shared.check(py)?;
+        let db = &self.shared.db;
+        let b = run(py, || db.backup(&dest))?;
+        let d = PyDict::new(py);
+        d.set_item("data_bytes", b.data_bytes)?;
+        d.set_item("ring_bytes", b.ring_bytes)?;
+        d.set_item("log_bytes", b.log_bytes)?;
+        d.set_item("duration_us", b.duration_us)?;
+        Ok(d)
+    }
+
+    /// Returns the free tail of the data file to the file system.
+    fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.shared.check(py)?;
+        let db = &self.shared.db;
+        let c = run(py, || db.compact())?;
+        let d = PyDict::new(py);
+        d.set_item("size_before", c.size_before)?;
+        d.set_item("size_after", c.size_after)?;
         Ok(d)
     }
 

@@ -217,3 +217,34 @@ def test_foreign_file_is_not_a_database(tmp_path):
     (d / "data.tdm").write_bytes(b"this is not a database at all " * 400)
     with pytest.raises(tidemark.CorruptionError):
         tidemark.open(d)
+
+
+def test_statistics_log_backup_and_compact(tmp_path):
+    import json
+    import time
+
+    with tidemark.open(tmp_path / "db", statistics_log={"interval": 0.1}) as db:
+        kv = db.table("kv")
+        for i in range(2000):
+            kv.put(b"%06d" % i, b"x" * 200)
+        time.sleep(0.3)
+        info = db.backup(tmp_path / "copy")
+        assert info["data_bytes"] > 0
+        c = db.compact()
+        assert 0 < c["size_after"] <= c["size_before"]
+        with pytest.raises(tidemark.ConfigurationError):
+            db.backup(tmp_path / "copy")  # not empty any more
+    files = sorted((tmp_path / "db").glob("stats.*.jsonl"))
+    lines = [json.loads(l) for f in files for l in f.read_text().splitlines()]
+    assert len(lines) >= 3
+    # The last line is written at close, after every put.
+    assert lines[-1]["ops_put"] == 2000
+    assert lines[-1]["tables"]["kv"]["writes"] == 2000
+    with tidemark.open(tmp_path / "copy") as copy:
+        assert len(list(copy.table("kv").range())) == 2000
+        assert copy.verify()["ok"]
+    with tidemark.open(tmp_path / "off", statistics_log=False) as db:
+        db.table("t").put(b"k", b"v")
+    assert not list((tmp_path / "off").glob("stats.*"))
+    with pytest.raises(tidemark.ConfigurationError):
+        tidemark.open(tmp_path / "bad", statistics_log={"every": 1})

@@ -986,9 +986,12 @@ class Database:
     ``eviction_dirty_target``, ``eviction_dirty_trigger`` (percent of the
     cache), ``eviction_threads``, ``checkpoint_interval`` (seconds; 0 turns
     timed checkpoints off), ``log_segment_size`` (bytes or string),
-    ``version_budget`` (percent of the cache old versions may hold), and
-    ``codec_options`` (a ``bson.codec_options.CodecOptions`` for decoding
-    documents)."""
+    ``version_budget`` (percent of the cache old versions may hold),
+    ``statistics_log`` (True: a line of every counter each 10 s in the
+    database directory; False: off; or ``{"interval": seconds, "path":
+    directory}``), ``control_socket`` (serve ``tidemark stat`` and
+    ``tidemark backup`` while open), and ``codec_options`` (a
+    ``bson.codec_options.CodecOptions`` for decoding documents)."""
 
     def __init__(
         self,
@@ -1005,7 +1008,17 @@ class Database:
         checkpoint_interval: Optional[float] = None,
         log_segment_size: Union[int, str, None] = None,
         version_budget: Optional[int] = None,
+        statistics_log: Union[bool, Mapping] = True,
+        control_socket: bool = False,
     ) -> None:
+        if isinstance(statistics_log, Mapping):
+            unknown = set(statistics_log) - {"interval", "path"}
+            if unknown:
+                raise errors.ConfigurationError(f"unknown statistics_log options {sorted(unknown)}")
+            stats_on, stats_interval = True, statistics_log.get("interval")
+            stats_path = statistics_log.get("path")
+        else:
+            stats_on, stats_interval, stats_path = bool(statistics_log), None, None
         self.codec_options = codec_options or DEFAULT_CODEC_OPTIONS
         self._native = _tidemark.Database(
             str(path),
@@ -1019,6 +1032,10 @@ class Database:
             checkpoint_interval=checkpoint_interval,
             log_segment_size=None if log_segment_size is None else parse_size(log_segment_size),
             version_budget=version_budget,
+            statistics_log=stats_on,
+            statistics_interval=None if stats_interval is None else float(stats_interval),
+            statistics_path=None if stats_path is None else str(stats_path),
+            control_socket=control_socket,
         )
 
     def _live(self) -> Any:
@@ -1128,6 +1145,16 @@ class Database:
 
     def checkpoint(self) -> dict:
         return self._native.checkpoint()
+
+    def backup(self, dest: Any) -> dict:
+        """Writes a consistent copy into directory ``dest`` (new or empty)
+        while other threads go on writing."""
+        return self._native.backup(str(dest))
+
+    def compact(self) -> dict:
+        """Returns the free space at the end of the data file to the file
+        system: ``{"size_before": ..., "size_after": ...}``."""
+        return self._native.compact()
 
     def verify(self) -> dict:
         return self._native.verify()
