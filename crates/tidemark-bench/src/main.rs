@@ -7,6 +7,7 @@
 mod cache_pressure;
 mod capped;
 mod checkpoint;
+mod import_export;
 mod read_after_checkpoint;
 mod report;
 mod snapshots;
@@ -94,6 +95,14 @@ enum Cmd {
         #[arg(long)]
         capped_only: bool,
     },
+    /// A million mixed documents through `tidemark import` and `export`'s
+    /// code; checks the round trip is byte-identical BSON (100,000 with
+    /// --quick).
+    ImportExport {
+        /// Documents (default 1,000,000; 100,000 with --quick).
+        #[arg(long)]
+        docs: Option<u64>,
+    },
     /// Writer throughput with 0, 1 and 8 long-lived snapshot readers.
     Snapshots {
         /// Writer threads.
@@ -161,6 +170,12 @@ fn main() -> ExitCode {
             quick: cli.quick,
             json: cli.json,
             dir: cli.dir,
+        }),
+        Cmd::ImportExport { docs } => import_export::run(&import_export::Args {
+            quick: cli.quick,
+            json: cli.json,
+            dir: cli.dir,
+            docs,
         }),
         Cmd::Snapshots {
             writers,

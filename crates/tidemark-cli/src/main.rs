@@ -9,11 +9,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod report;
-mod stat;
-mod transfer;
 use tidemark::bson::Bson;
 use tidemark::Database;
+use tidemark_cli::{report, stat, transfer};
 
 type KvResult = tidemark::Result<(Vec<u8>, Vec<u8>)>;
 

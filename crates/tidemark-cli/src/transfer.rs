@@ -144,6 +144,9 @@ pub fn import(
         flush(&mut pending, &mut r)?;
     }
     pb.finish_and_clear();
+    // Document errors are found when their batch commits, after later
+    // parse errors: report in line order.
+    r.skipped.sort_by_key(|(line, _)| *line);
     Ok(r)
 }
 

@@ -393,3 +393,108 @@ fn backup_of_a_running_database_and_compact() {
     assert_eq!(code, 0);
     assert!(out.starts_with("compact: data file "), "{out}");
 }
+
+/// Opt-in (`TIDEMARK_BROWSER_TEST=1`, needs Debian's `chromium`): renders
+/// a report in headless Chromium and checks the charts are there, in the
+/// DOM the browser built and in the pixels: the page rendered with its
+/// charts must be far larger as a PNG than the same page without them.
+#[test]
+fn report_renders_in_chromium() {
+    if std::env::var_os("TIDEMARK_BROWSER_TEST").is_none() {
+        eprintln!("skipped: set TIDEMARK_BROWSER_TEST=1 (needs chromium) to run");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let db = tidemark::Database::builder()
+            .cache_size(4 << 20)
+            .statistics_log(Some(tidemark::StatisticsLog {
+                interval: std::time::Duration::from_millis(100),
+                ..Default::default()
+            }))
+            .open(&path)
+            .unwrap();
+        let t = db.table("kv").unwrap();
+        let end = std::time::Instant::now() + std::time::Duration::from_millis(800);
+        let mut i = 0u32;
+        while std::time::Instant::now() < end {
+            t.put(i.to_be_bytes(), [7u8; 300]).unwrap();
+            i += 1;
+        }
+        db.close().unwrap();
+    }
+    let html = dir.path().join("report.html");
+    let (code, _, err) = tm(
+        &path,
+        &[
+            "report",
+            path.to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    // The same page without its charts, for comparison.
+    let mut bare = String::new();
+    let mut rest = page.as_str();
+    while let Some(i) = rest.find("<svg") {
+        bare.push_str(&rest[..i]);
+        let j = rest[i..].find("</svg>").unwrap() + i + "</svg>".len();
+        rest = &rest[j..];
+    }
+    bare.push_str(rest);
+    let bare_html = dir.path().join("bare.html");
+    std::fs::write(&bare_html, bare).unwrap();
+    let chromium = |args: &[&str]| {
+        let profile = tempfile::tempdir().unwrap();
+        let out = Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--window-size=1040,4600",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .args(args)
+            .output()
+            .expect("TIDEMARK_BROWSER_TEST needs chromium (apt-get install chromium)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let url = |p: &std::path::Path| format!("file://{}", p.display());
+    // The DOM Chromium built: every chart with drawn lines in it.
+    let dom = chromium(&["--dump-dom", &url(&html)]);
+    assert_eq!(dom.matches("<svg").count(), 13);
+    assert!(dom.matches("<polyline").count() >= 13, "lines drawn");
+    // The pixels: the first series colour of the charts (plotters'
+    // Palette99 red, 230,25,75) is on the rendered page with the charts and
+    // nowhere on the page without them.
+    let red_pixels = |page: &std::path::Path, png_path: &std::path::Path| {
+        chromium(&[&format!("--screenshot={}", png_path.display()), &url(page)]);
+        let decoder = png::Decoder::new(std::fs::File::open(png_path).unwrap());
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        let step = info.color_type.samples();
+        assert!(step >= 3, "{:?}", info.color_type);
+        buf[..info.buffer_size()]
+            .chunks(step)
+            .filter(|p| p[0] == 230 && p[1] == 25 && p[2] == 75)
+            .count()
+    };
+    let with = red_pixels(&html, &dir.path().join("with.png"));
+    let without = red_pixels(&bare_html, &dir.path().join("without.png"));
+    assert_eq!(without, 0);
+    assert!(with > 2_000, "{with} chart pixels");
+}

@@ -134,7 +134,9 @@ pub(crate) fn backup(e: &Engine, dest: &Path) -> Result<BackupInfo> {
         let dst = fs.open(&dest.join(segment::file_name(i)), true)?;
         let seg_start = i * seg;
         let upto = end.min(seg_start + seg);
-        let mut pos = seg_start;
+        // Replay starts at `start`: what precedes it stays zeros.
+        let mut pos = seg_start.max(start);
+        log_bytes += upto.saturating_sub(pos);
         while pos < upto {
             let n = ((upto - pos) as usize).min(CHUNK);
             let got = e.wal.segs.read(pos, &mut buf[..n])?;
@@ -150,7 +152,6 @@ pub(crate) fn backup(e: &Engine, dest: &Path) -> Result<BackupInfo> {
         // The rest of the segment is zeros: the copy's log ends at `end`.
         dst.set_len(seg)?;
         dst.sync_data()?;
-        log_bytes += upto.saturating_sub(seg_start);
     }
     drop(durable);
     fs.sync_dir(dest)?;
