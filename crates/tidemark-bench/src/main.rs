@@ -7,6 +7,7 @@
 mod cache_pressure;
 mod capped;
 mod checkpoint;
+mod crash_loop;
 mod import_export;
 mod read_after_checkpoint;
 mod report;
@@ -103,6 +104,27 @@ enum Cmd {
         #[arg(long)]
         docs: Option<u64>,
     },
+    /// Reliability: a randomized workload in a child process killed with
+    /// SIGKILL at random moments; after each kill, reopen, verify and
+    /// compare with the model (25 cycles with --quick, 200 by default).
+    CrashLoop {
+        /// Cycles to run.
+        #[arg(long)]
+        cycles: Option<u64>,
+        /// Seed of the workload (printed when chosen at random).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// The child process of crash-loop (not for direct use).
+    #[command(hide = true)]
+    CrashChild {
+        #[arg(long)]
+        seed: u64,
+        #[arg(long)]
+        cycle: u64,
+        #[arg(long)]
+        db: PathBuf,
+    },
     /// Writer throughput with 0, 1 and 8 long-lived snapshot readers.
     Snapshots {
         /// Writer threads.
@@ -171,6 +193,14 @@ fn main() -> ExitCode {
             json: cli.json,
             dir: cli.dir,
         }),
+        Cmd::CrashLoop { cycles, seed } => crash_loop::run(&crash_loop::Args {
+            quick: cli.quick,
+            json: cli.json,
+            dir: cli.dir,
+            cycles,
+            seed,
+        }),
+        Cmd::CrashChild { seed, cycle, db } => crash_loop::child(&db, seed, cycle).map(|()| true),
         Cmd::ImportExport { docs } => import_export::run(&import_export::Args {
             quick: cli.quick,
             json: cli.json,

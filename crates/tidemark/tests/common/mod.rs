@@ -17,6 +17,9 @@ use tidemark::io::{FileIo, FileSystem};
 pub struct SimFile {
     live: Mutex<Vec<u8>>,
     durable: Mutex<Vec<u8>>,
+    /// Writes and resizes since the last successful sync, in order: what
+    /// a crash may keep all of, some of, torn or reordered.
+    pending: Mutex<Vec<Pending>>,
     /// A sync of this file failed: from then on its durable bytes stay
     /// as they were (a conservative model of pages the kernel dropped).
     lost: Mutex<bool>,
@@ -54,6 +57,68 @@ pub enum Fault {
     /// should have synced never becomes durable, as when the kernel marks
     /// the pages clean after a write-back error.
     FailSync(u64),
+}
+
+/// One change not yet synced.
+#[derive(Clone, Debug)]
+pub enum Pending {
+    Write(u64, Vec<u8>),
+    SetLen(u64),
+}
+
+impl Pending {
+    fn apply(&self, d: &mut Vec<u8>) {
+        match self {
+            Pending::Write(off, bytes) => {
+                let o = *off as usize;
+                if d.len() < o + bytes.len() {
+                    d.resize(o + bytes.len(), 0);
+                }
+                d[o..o + bytes.len()].copy_from_slice(bytes);
+            }
+            Pending::SetLen(len) => d.resize(*len as usize, 0),
+        }
+    }
+}
+
+/// What survives a crash (see [`SimFs::crash_image_with`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Image {
+    /// Power loss: only synced bytes and synced directory entries.
+    PowerLoss,
+    /// Process crash: everything the OS accepted.
+    Process,
+    /// Power loss that kept a random subset of the unsynced writes
+    /// (applied in order).
+    Subset(u64),
+    /// Power loss that kept every unsynced write, the last one torn after
+    /// a multiple of 512 bytes (`true`) or after a random byte (`false`).
+    TornLast(bool, u64),
+    /// Power loss that kept every unsynced write, applied in a random
+    /// order (the disk reordered them).
+    Reordered(u64),
+}
+
+/// A small deterministic generator for crash images.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
 }
 
 /// What a write must do under the injected fault.
@@ -134,6 +199,9 @@ impl FileIo for SimFile {
             d.resize(o + buf.len(), 0);
         }
         d[o..o + buf.len()].copy_from_slice(buf);
+        self.pending
+            .lock()
+            .push(Pending::Write(offset, buf.to_vec()));
         match fate {
             WriteFate::Full => Ok(()),
             WriteFate::Half => Err(io::Error::other("simulated short write")),
@@ -148,6 +216,7 @@ impl FileIo for SimFile {
         }
         if !*self.lost.lock() {
             *self.durable.lock() = self.live.lock().clone();
+            self.pending.lock().clear();
         }
         Ok(())
     }
@@ -157,6 +226,7 @@ impl FileIo for SimFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.fs.allow()?;
         self.live.lock().resize(len as usize, 0);
+        self.pending.lock().push(Pending::SetLen(len));
         Ok(())
     }
     /// Can fail like any I/O, but reserves nothing: the engine never reads
@@ -203,10 +273,84 @@ impl SimFs {
             let nf = SimFile {
                 live: Mutex::new(bytes.clone()),
                 durable: Mutex::new(bytes),
+                pending: Mutex::new(Vec::new()),
                 lost: Mutex::new(false),
                 fs: out.control.clone(),
             };
             let nf = Arc::new(nf);
+            out.files.lock().insert(p.clone(), nf.clone());
+            out.durable_names.lock().insert(p.clone(), nf);
+        }
+        out
+    }
+
+    /// A crash image of the kind given (see [`Image`]). Beyond what
+    /// `crash_image` models, the unsynced writes of each file may survive
+    /// in part, torn, or in another order; directory entries survive only
+    /// if synced (unsynced creations and renames are dropped).
+    pub fn crash_image_with(&self, kind: Image) -> SimFs {
+        let (seed, power) = match kind {
+            Image::PowerLoss => return self.crash_image(true),
+            Image::Process => return self.crash_image(false),
+            Image::Subset(s) | Image::TornLast(_, s) | Image::Reordered(s) => (s, true),
+        };
+        debug_assert!(power);
+        let mut rng = Rng::new(seed);
+        let out = SimFs::new();
+        let names = self.durable_names.lock().clone();
+        for (p, f) in names.iter() {
+            let lost = *f.lost.lock();
+            let mut bytes = f.durable.lock().clone();
+            let pending = if lost {
+                Vec::new()
+            } else {
+                f.pending.lock().clone()
+            };
+            match kind {
+                Image::Subset(_) => {
+                    for op in &pending {
+                        if rng.below(2) == 0 {
+                            op.apply(&mut bytes);
+                        }
+                    }
+                }
+                Image::TornLast(sector, _) => {
+                    if let Some((last, before)) = pending.split_last() {
+                        for op in before {
+                            op.apply(&mut bytes);
+                        }
+                        match last {
+                            Pending::Write(off, data) if !data.is_empty() => {
+                                let cut = if sector {
+                                    (rng.below(data.len() as u64) / 512 * 512) as usize
+                                } else {
+                                    rng.below(data.len() as u64) as usize
+                                };
+                                Pending::Write(*off, data[..cut].to_vec()).apply(&mut bytes);
+                            }
+                            other => other.apply(&mut bytes),
+                        }
+                    }
+                }
+                Image::Reordered(_) => {
+                    let mut order: Vec<usize> = (0..pending.len()).collect();
+                    for i in (1..order.len()).rev() {
+                        let j = rng.below(i as u64 + 1) as usize;
+                        order.swap(i, j);
+                    }
+                    for i in order {
+                        pending[i].apply(&mut bytes);
+                    }
+                }
+                Image::PowerLoss | Image::Process => {}
+            }
+            let nf = Arc::new(SimFile {
+                live: Mutex::new(bytes.clone()),
+                durable: Mutex::new(bytes),
+                pending: Mutex::new(Vec::new()),
+                lost: Mutex::new(false),
+                fs: out.control.clone(),
+            });
             out.files.lock().insert(p.clone(), nf.clone());
             out.durable_names.lock().insert(p.clone(), nf);
         }
