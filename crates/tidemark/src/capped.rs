@@ -184,7 +184,7 @@ pub(crate) fn encode_record(pos: u64, rid: u64, prev: u64, key: &[u8], doc: &[u8
     b
 }
 
-fn parse_head(b: &[u8]) -> Option<(u32, RecordHead, usize)> {
+pub(crate) fn parse_head(b: &[u8]) -> Option<(u32, RecordHead, usize)> {
     let u64_at = |i: usize| Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?));
     let magic = u32::from_le_bytes(b.get(0..4)?.try_into().ok()?);
     if magic != RECORD_MAGIC {

@@ -40,6 +40,9 @@ mod db;
 mod docs;
 mod engine;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod gate;
 pub mod io;
 mod meta;

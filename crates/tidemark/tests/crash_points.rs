@@ -197,8 +197,8 @@ fn every_write_index_recovers_to_a_completed_checkpoint() {
         "workload too small to be interesting: {total} writes"
     );
     // Partial images (subsets, torn, reordered) and crashes during
-    // recovery are checked at every crash point with TIDEMARK_CRASH_ALL=1
-    // (about 13 minutes here), else at every 8th (about 6).
+    // recovery are checked at every crash point with TIDEMARK_CRASH_ALL=1,
+    // else at every 8th (the whole test then takes about 7 minutes here).
     let every = if std::env::var_os("TIDEMARK_CRASH_ALL").is_some() {
         1
     } else {

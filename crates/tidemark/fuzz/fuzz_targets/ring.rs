@@ -1,0 +1,7 @@
+#![no_main]
+//! Fuzz target: `tidemark::fuzzing::ring` must never panic.
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    tidemark::fuzzing::ring(data);
+});
