@@ -98,25 +98,31 @@ pub fn parse_line(line: &str) -> Option<Sample> {
     })
 }
 
+/// The statistics log files (`stats.NNNNNN.jsonl`) in `dir`, oldest first.
+pub fn stats_files_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|f| {
+            f.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with(tidemark::STATS_FILE_PREFIX)
+                    && n.ends_with(tidemark::STATS_FILE_SUFFIX)
+            })
+        })
+        .collect();
+    found.sort();
+    Ok(found)
+}
+
 /// The statistics files named: files as given, directories by their
 /// `stats.*.jsonl` files.
 pub fn files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(p)?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| {
-                    f.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                        n.starts_with(tidemark::STATS_FILE_PREFIX)
-                            && n.ends_with(tidemark::STATS_FILE_SUFFIX)
-                    })
-                })
-                .collect();
+            let found = stats_files_in(p)?;
             if found.is_empty() {
                 return Err(format!("no statistics files in {}", p.display()).into());
             }
-            found.sort();
             out.extend(found);
         } else {
             out.push(p.clone());

@@ -114,18 +114,7 @@ pub fn request(path: &Path, line: &str, timeout: Option<Duration>) -> Result<Str
 
 /// The newest statistics file in `dir`.
 fn newest(dir: &Path) -> Option<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|f| {
-            f.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                n.starts_with(tidemark::STATS_FILE_PREFIX)
-                    && n.ends_with(tidemark::STATS_FILE_SUFFIX)
-            })
-        })
-        .collect();
-    found.sort();
-    found.pop()
+    crate::report::stats_files_in(dir).ok()?.pop()
 }
 
 /// Follows the statistics files of `dir`: the complete lines appended

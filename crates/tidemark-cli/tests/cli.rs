@@ -16,6 +16,31 @@ fn tm(db: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// A database at `path` written for about `ms` milliseconds with a
+/// statistics line every 100 ms, then closed.
+fn logged_database(path: &std::path::Path, ms: u64, docs: bool) {
+    let db = tidemark::Database::builder()
+        .cache_size(4 << 20)
+        .statistics_log(Some(tidemark::StatisticsLog {
+            interval: std::time::Duration::from_millis(100),
+            ..Default::default()
+        }))
+        .open(path)
+        .unwrap();
+    let t = db.table("kv").unwrap();
+    let c = db.collection("docs").unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+    let mut i = 0u32;
+    while std::time::Instant::now() < end {
+        t.put(i.to_be_bytes(), [7u8; 300]).unwrap();
+        if docs {
+            c.insert_one(&tidemark::bson::doc! {"i": i}).unwrap();
+        }
+        i += 1;
+    }
+    db.close().unwrap();
+}
+
 #[test]
 fn put_get_scan_stats_checkpoint_verify() {
     let dir = tempfile::tempdir().unwrap();
@@ -215,26 +240,7 @@ fn import_skips_or_stops_at_bad_lines_and_export_round_trips() {
 fn report_draws_the_statistics_log() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    {
-        let db = tidemark::Database::builder()
-            .cache_size(4 << 20)
-            .statistics_log(Some(tidemark::StatisticsLog {
-                interval: std::time::Duration::from_millis(100),
-                ..Default::default()
-            }))
-            .open(&path)
-            .unwrap();
-        let t = db.table("kv").unwrap();
-        let c = db.collection("docs").unwrap();
-        let end = std::time::Instant::now() + std::time::Duration::from_millis(700);
-        let mut i = 0u32;
-        while std::time::Instant::now() < end {
-            t.put(i.to_be_bytes(), [7u8; 300]).unwrap();
-            c.insert_one(&tidemark::bson::doc! {"i": i}).unwrap();
-            i += 1;
-        }
-        db.close().unwrap();
-    }
+    logged_database(&path, 700, true);
     let out = dir.path().join("report.html");
     let (code, _, err) = tm(
         &path,
@@ -406,24 +412,7 @@ fn report_renders_in_chromium() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    {
-        let db = tidemark::Database::builder()
-            .cache_size(4 << 20)
-            .statistics_log(Some(tidemark::StatisticsLog {
-                interval: std::time::Duration::from_millis(100),
-                ..Default::default()
-            }))
-            .open(&path)
-            .unwrap();
-        let t = db.table("kv").unwrap();
-        let end = std::time::Instant::now() + std::time::Duration::from_millis(800);
-        let mut i = 0u32;
-        while std::time::Instant::now() < end {
-            t.put(i.to_be_bytes(), [7u8; 300]).unwrap();
-            i += 1;
-        }
-        db.close().unwrap();
-    }
+    logged_database(&path, 800, false);
     let html = dir.path().join("report.html");
     let (code, _, err) = tm(
         &path,

@@ -158,6 +158,19 @@ struct Database {
     shared: Arc<Shared>,
 }
 
+impl Database {
+    /// Runs `f` on the open database with the GIL released.
+    fn call<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&tidemark::Database) -> tidemark::Result<T> + Send,
+    ) -> PyResult<T> {
+        self.shared.check(py)?;
+        let db = &self.shared.db;
+        run(py, || f(db))
+    }
+}
+
 #[pymethods]
 impl Database {
     #[new]
@@ -270,9 +283,7 @@ impl Database {
 
     /// Opens table `name`, creating it if needed.
     fn table(&self, py: Python<'_>, name: &str) -> PyResult<Table> {
-        self.shared.check(py)?;
-        let db = &self.shared.db;
-        let t = run(py, || db.table(name))?;
+        let t = self.call(py, |db| db.table(name))?;
         Ok(Table {
             shared: self.shared.clone(),
             t,
@@ -281,9 +292,7 @@ impl Database {
 
     /// Creates table `name` (TableExists if it exists).
     fn create_table(&self, py: Python<'_>, name: &str) -> PyResult<Table> {
-        self.shared.check(py)?;
-        let db = &self.shared.db;
-        let t = run(py, || db.create_table(name))?;
+        let t = self.call(py, |db| db.create_table(name))?;
         Ok(Table {
             shared: self.shared.clone(),
             t,
@@ -292,9 +301,7 @@ impl Database {
 
     /// Opens table `name` (TableNotFound if it does not exist).
     fn open_table(&self, py: Python<'_>, name: &str) -> PyResult<Table> {
-        self.shared.check(py)?;
-        let db = &self.shared.db;
-        let t = run(py, || db.open_table(name))?;
+        let t = self.call(py, |db| db.open_table(name))?;
         Ok(Table {
             shared: self.shared.clone(),
             t,
@@ -302,15 +309,11 @@ impl Database {
     }
 
     fn drop_table(&self, py: Python<'_>, name: &str) -> PyResult<()> {
-        self.shared.check(py)?;
-        let db = &self.shared.db;
-        run(py, || db.drop_table(name))
+        self.call(py, |db| db.drop_table(name))
     }
 
     fn list_tables(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        self.shared.check(py)?;
-        let db = &self.shared.db;
-        run(py, || db.list_tables())
+        self.call(py, |db| db.list_tables())
     }
 
     /// Applies a batch atomically with the given durability.
@@ -372,9 +375,7 @@ impl Database {
 
     /// Opens collection `name` (CollectionNotFound if absent).
     fn get_collection(&self, py: Python<'_>, name: &str) -> PyResult<Collection> {
-        self.shared.check(py)?;
-        let db = &self.shared.db;
-        let c = run(py, || db.get_collection(name))?;
+        let c = self.call(py, |db| db.get_collection(name))?;
         Ok(Collection {
             shared: self.shared.clone(),
             c,
@@ -383,9 +384,7 @@ impl Database {
 
     /// Opens collection `name`, creating a regular one if absent.
     fn collection(&self, py: Python<'_>, name: &str) -> PyResult<Collection> {
-        self.shared.check(py)?;
-        let db = &self.shared.db;
-        let c = run(py, || db.collection(name))?;
+        let c = self.call(py, |db| db.collection(name))?;
         Ok(Collection {
             shared: self.shared.clone(),
             c,
@@ -393,15 +392,11 @@ impl Database {
     }
 
     fn list_collections(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        self.shared.check(py)?;
-        let db = &self.shared.db;
-        run(py, || db.list_collections())
+        self.call(py, |db| db.list_collections())
     }
 
     fn drop_collection(&self, py: Python<'_>, name: &str) -> PyResult<()> {
-        self.shared.check(py)?;
-        let db = &self.shared.db;
-        run(py, || db.drop_collection(name))
+        self.call(py, |db| db.drop_collection(name))
     }
 
     /// Every statistics counter by name.
