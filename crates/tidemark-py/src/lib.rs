@@ -169,6 +169,20 @@ impl Database {
         let db = &self.shared.db;
         run(py, || f(db))
     }
+
+    fn table_of(&self, t: tidemark::Table) -> Table {
+        Table {
+            shared: self.shared.clone(),
+            t,
+        }
+    }
+
+    fn collection_of(&self, c: tidemark::Collection) -> Collection {
+        Collection {
+            shared: self.shared.clone(),
+            c,
+        }
+    }
 }
 
 #[pymethods]
@@ -283,29 +297,19 @@ impl Database {
 
     /// Opens table `name`, creating it if needed.
     fn table(&self, py: Python<'_>, name: &str) -> PyResult<Table> {
-        let t = self.call(py, |db| db.table(name))?;
-        Ok(Table {
-            shared: self.shared.clone(),
-            t,
-        })
+        self.call(py, |db| db.table(name)).map(|t| self.table_of(t))
     }
 
     /// Creates table `name` (TableExists if it exists).
     fn create_table(&self, py: Python<'_>, name: &str) -> PyResult<Table> {
-        let t = self.call(py, |db| db.create_table(name))?;
-        Ok(Table {
-            shared: self.shared.clone(),
-            t,
-        })
+        self.call(py, |db| db.create_table(name))
+            .map(|t| self.table_of(t))
     }
 
     /// Opens table `name` (TableNotFound if it does not exist).
     fn open_table(&self, py: Python<'_>, name: &str) -> PyResult<Table> {
-        let t = self.call(py, |db| db.open_table(name))?;
-        Ok(Table {
-            shared: self.shared.clone(),
-            t,
-        })
+        self.call(py, |db| db.open_table(name))
+            .map(|t| self.table_of(t))
     }
 
     fn drop_table(&self, py: Python<'_>, name: &str) -> PyResult<()> {
@@ -365,30 +369,20 @@ impl Database {
                 return Err(PyValueError::new_err("a capped collection needs a size"))
             }
         };
-        let db = &self.shared.db;
-        let c = run(py, || db.create_collection(name, capped))?;
-        Ok(Collection {
-            shared: self.shared.clone(),
-            c,
-        })
+        self.call(py, |db| db.create_collection(name, capped))
+            .map(|c| self.collection_of(c))
     }
 
     /// Opens collection `name` (CollectionNotFound if absent).
     fn get_collection(&self, py: Python<'_>, name: &str) -> PyResult<Collection> {
-        let c = self.call(py, |db| db.get_collection(name))?;
-        Ok(Collection {
-            shared: self.shared.clone(),
-            c,
-        })
+        self.call(py, |db| db.get_collection(name))
+            .map(|c| self.collection_of(c))
     }
 
     /// Opens collection `name`, creating a regular one if absent.
     fn collection(&self, py: Python<'_>, name: &str) -> PyResult<Collection> {
-        let c = self.call(py, |db| db.collection(name))?;
-        Ok(Collection {
-            shared: self.shared.clone(),
-            c,
-        })
+        self.call(py, |db| db.collection(name))
+            .map(|c| self.collection_of(c))
     }
 
     fn list_collections(&self, py: Python<'_>) -> PyResult<Vec<String>> {

@@ -902,7 +902,7 @@ pub struct Table {
     db: Database,
     name: String,
     root: u64,
-    ops: Arc<crate::stats::NamedOps>,
+    pub(crate) ops: Arc<crate::stats::NamedOps>,
 }
 
 impl std::fmt::Debug for Table {

@@ -51,7 +51,7 @@ impl Snap {
         let table = self.table(name)?;
         let e = self.db.engine();
         bump(&e.ops.gets);
-        bump(&e.ops.table(name).reads);
+        bump(&table.ops.reads);
         let live = e.tree(table.root()).get(key);
         let live = table.map_dropped(live)?;
         let seen = e.versions.lookup(self.reg.ts, name.as_bytes(), key);

@@ -997,24 +997,21 @@ impl Collection {
 
     /// Documents with `_id` in the range, in `_id` order.
     pub fn find_range(&self, lo: Bound<&Bson>, hi: Bound<&Bson>) -> Result<Cursor> {
-        let range = encode_range(lo, hi)?;
-        self.tally(&self.db.engine().ops.doc_finds, 1, |o| &o.scans);
-        Ok(Cursor::by_id_in(
-            self.clone(),
-            self.index().range(range),
-            false,
-            None,
-        ))
+        self.by_id(lo, hi, false)
     }
 
     /// Documents with `_id` in the range, in descending `_id` order.
     pub fn find_range_reverse(&self, lo: Bound<&Bson>, hi: Bound<&Bson>) -> Result<Cursor> {
+        self.by_id(lo, hi, true)
+    }
+
+    fn by_id(&self, lo: Bound<&Bson>, hi: Bound<&Bson>, reverse: bool) -> Result<Cursor> {
         let range = encode_range(lo, hi)?;
         self.tally(&self.db.engine().ops.doc_finds, 1, |o| &o.scans);
         Ok(Cursor::by_id_in(
             self.clone(),
             self.index().range(range),
-            true,
+            reverse,
             None,
         ))
     }
