@@ -1,9 +1,12 @@
 //! Every crash point of a small workload: the disk stops accepting writes
 //! after the N-th write, for every N. Most commits use durability `Write`;
 //! the deletes use `Fsync`. After a power loss (only synced bytes and
-//! synced directory entries survive) reopening must give exactly the state
-//! after the last completed checkpoint or the last acknowledged `Fsync`
-//! commit, whichever came later (or the commit in flight); after a process
+//! synced directory entries survive) reopening must give the state after
+//! the last completed checkpoint or the last acknowledged `Fsync` commit,
+//! whichever came later, or a longer prefix of the commit order (up to the
+//! commit in flight): longer only when the crash cut short an fsync that
+//! covers several log segments, which makes durable, in stream order, a
+//! part of what it was syncing. After a process
 //! crash (the OS kept every completed write) it must give every
 //! acknowledged commit, plus at most the one in flight, replayed from the
 //! log. Power losses that keep part of the unsynced writes (a random
@@ -12,7 +15,10 @@
 //! commit order at least that long: no holes, no acknowledged durable
 //! commit lost. Every image must pass `verify`, and recovery must be
 //! idempotent: a crash during recovery, at every write of it, then a
-//! second recovery, gives the same state.
+//! second recovery, gives the same state as the uninterrupted recovery.
+//!
+//! The thread that prepares the next log segment writes concurrently with
+//! the workload, so which write the N-th is varies slightly between runs.
 
 mod common;
 
@@ -204,7 +210,7 @@ fn every_write_index_recovers_to_a_completed_checkpoint() {
     } else {
         8
     };
-    let (mut images, mut recovery_crashes) = (0u64, 0u64);
+    let (mut images, mut recovery_crashes, mut longer) = (0u64, 0u64, 0u64);
     for n in 0..total {
         let dir = tempfile::tempdir().unwrap();
         let fs = SimFs::new();
@@ -212,14 +218,21 @@ fn every_write_index_recovers_to_a_completed_checkpoint() {
         let run = workload(&fs, dir.path());
         let durable = &run.states[run.durable];
 
-        // Power loss: exactly the durable state (or the commit in flight).
-        let got = state(&fs.crash_image(true), dir.path());
+        // Power loss: the durable state, the commit in flight, or (when a
+        // multi-segment fsync was cut short) a prefix of the commits
+        // between them.
+        let power = state(&fs.crash_image(true), dir.path());
         assert!(
-            &got == durable || run.attempt.as_ref() == Some(&got),
-            "power loss at write {n}: state is not the last durable one ({} vs {} keys)",
-            got.len(),
+            run.allowed().any(|m| m == &power),
+            "power loss at write {n}: {} keys is not a prefix of the commits at least as long as the durable one ({} keys)",
+            power.len(),
             durable.len()
         );
+        if &power != durable && run.attempt.as_ref() != Some(&power) {
+            // Only a partial fsync makes unacknowledged commits durable:
+            // the crash hit while the log was being synced.
+            longer += 1;
+        }
 
         // Process crash: the OS kept every completed write, so every
         // acknowledged commit is there; the one in flight may be too.
@@ -264,18 +277,20 @@ fn every_write_index_recovers_to_a_completed_checkpoint() {
                 .statistics_log(None)
                 .file_system(Arc::new(again.clone()))
                 .open(dir.path());
-            for power in [true, false] {
-                let got = state(&again.crash_image(power), dir.path());
+            for power_loss in [true, false] {
+                let got = state(&again.crash_image(power_loss), dir.path());
                 assert!(
-                    &got == durable || run.attempt.as_ref() == Some(&got),
-                    "crash at write {} of the recovery after write {n} (power loss {power}): not the durable state",
-                    n % w
+                    got == power,
+                    "crash at write {} of the recovery after write {n} (power loss {power_loss}): {} keys, the uninterrupted recovery gives {}",
+                    n % w,
+                    got.len(),
+                    power.len()
                 );
                 recovery_crashes += 1;
             }
         }
     }
     eprintln!(
-        "crash points: {total} write indices, {images} crash images recovered and checked, {recovery_crashes} crashes during recovery"
+        "crash points: {total} write indices, {images} crash images recovered and checked, {recovery_crashes} crashes during recovery, {longer} power losses during a log fsync that kept a longer prefix"
     );
 }
