@@ -28,11 +28,7 @@ use tidemark::{Durability, Error};
 /// The `tidemark.errors` class for an engine error.
 fn class_of(e: &Error) -> &'static str {
     match e {
-        Error::Io(io)
-            if io.kind() == std::io::ErrorKind::StorageFull || io.raw_os_error() == Some(28) =>
-        {
-            "DiskFullError"
-        }
+        e if e.is_disk_full() => "DiskFullError",
         Error::Io(_) => "TidemarkIOError",
         Error::Corruption { .. } => "CorruptionError",
         Error::NotADatabase(_) => "NotADatabaseError",

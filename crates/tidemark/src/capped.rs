@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::sync::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::io::{FileIo, FileSystem};

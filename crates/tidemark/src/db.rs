@@ -583,7 +583,7 @@ impl Database {
         check: impl FnOnce(&Engine) -> Result<V>,
         apply: impl FnOnce(&Engine, V, Option<Ts>) -> Result<T>,
     ) -> Result<T> {
-        self.commit_planned(stripes, check, |e, _| e.wal.append(ops, durability), apply)
+        self.commit_planned(stripes, check, |e, _| e.log(ops, durability), apply)
     }
 
     /// [`Database::commit`] for writes whose log record depends on what
@@ -609,7 +609,11 @@ impl Database {
             // Ends the timestamp however this block is left.
             let _ended = EndTs(e, ts);
             let ticket = log(e, &v).inspect_err(|err| {
-                e.pager.stop_writes(&format!("log append failed: {err}"));
+                // A refused admission changed nothing; any other failure
+                // may have left part of a group in the log.
+                if !matches!(err, Error::DiskFull(_)) {
+                    e.pager.stop_writes(&format!("log append failed: {err}"));
+                }
             })?;
             let out = apply(e, v, ts).inspect_err(|err| {
                 // The log holds a record the tree may hold only part of;

@@ -24,7 +24,7 @@ use crate::stripes::Stripes;
 use crate::versions::{Ts, Versions};
 use crate::wal::record::LogOp;
 use crate::wal::recover::Recovered;
-use crate::wal::Wal;
+use crate::wal::{Durability, Ticket, Wal};
 
 /// Page id of the catalog tree (table name -> root page id).
 pub(crate) const CATALOG_ROOT: u64 = 1;
@@ -359,6 +359,33 @@ impl CollEntry {
             }
             _ => Err(bad()),
         }
+    }
+}
+
+impl Engine {
+    /// Blocks the data file keeps in reserve for every commit: room to
+    /// write each cached page once (eviction, the next checkpoint) plus
+    /// the map and directory pages a checkpoint adds.
+    fn reserve_blocks(&self) -> u64 {
+        let frames = self.pool.cfg.frames as u64;
+        frames + frames / 8 + 64
+    }
+
+    /// Admission of a checkpoint: room in the data file for what it may
+    /// write. [`Error::DiskFull`] if the disk cannot give it.
+    pub(crate) fn admit_checkpoint(&self) -> Result<()> {
+        self.pager.ensure_space(self.reserve_blocks())
+    }
+
+    /// Logs `ops` after admission: room in the log for the record, and in
+    /// the data file for the reserve plus twice the pages the record could
+    /// fill once applied. A full disk is [`Error::DiskFull`] with nothing
+    /// logged, so the commit fails alone and later ones may succeed.
+    pub(crate) fn log(&self, ops: &[LogOp<'_>], durability: Durability) -> Result<Ticket> {
+        let len = self.wal.admit(ops)?;
+        let pages = len.div_ceil(PAGE_SIZE as u64 / 2) * 2;
+        self.pager.ensure_space(self.reserve_blocks() + pages)?;
+        self.wal.append(ops, durability)
     }
 }
 

@@ -60,6 +60,14 @@ pub enum Error {
     /// The page-id space is exhausted (see `pagemap::MAX_PIDS`).
     #[error("database full: {0}")]
     Full(String),
+    /// The disk is full: this write was refused before anything of it was
+    /// logged or applied, so nothing changed and the database still
+    /// accepts writes. Retry once space is free (a checkpoint also frees
+    /// log segments). Space for the cache's dirty pages and for the log is
+    /// reserved ahead of each commit, so a full disk is met here rather
+    /// than half-way through a commit.
+    #[error("disk full: {0}; nothing was written, retry when space is free")]
+    DiskFull(String),
     /// A previous write to the data file failed; the database refuses further
     /// writes until it is reopened, because the in-memory state may no longer
     /// match what a checkpoint would write. Reads keep working.
@@ -140,10 +148,29 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether this is a full disk: [`Error::DiskFull`] (refused, nothing
+    /// changed) or an I/O error with `ENOSPC` met by a write already under
+    /// way (after which writes stop until reopen, like any failed write).
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::DiskFull(_) => true,
+            Error::Io(e) => io_is_disk_full(e),
+            _ => false,
+        }
+    }
+
     pub(crate) fn corruption(page: u64, reason: impl Into<String>) -> Self {
         Error::Corruption {
             page,
             reason: reason.into(),
         }
     }
+}
+
+/// Whether an I/O error means the disk (or the quota) is full.
+pub(crate) fn io_is_disk_full(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::StorageFull
+        || e.kind() == io::ErrorKind::QuotaExceeded
+        || e.raw_os_error() == Some(libc::ENOSPC)
+        || e.raw_os_error() == Some(libc::EDQUOT)
 }

@@ -71,7 +71,9 @@ pub(crate) struct Pager {
     pub(crate) alloc: BlockAlloc,
     /// Mirror of `state.epoch`; stable for a writer inside the write gate.
     pub(crate) epoch: AtomicU64,
-    pub(crate) state: Mutex<EpochState>,
+    /// loom's mutex under `cfg(loom)`: eviction updates the page map (loom
+    /// atomics) while holding it.
+    pub(crate) state: crate::sync::Mutex<EpochState>,
     /// Pages dirtied during the current epoch (may hold stale entries).
     pub(crate) dirty_list: Mutex<Vec<u64>>,
     next_pid: AtomicU64,
@@ -109,7 +111,7 @@ impl Pager {
             map,
             alloc,
             epoch: AtomicU64::new(epoch),
-            state: Mutex::new(EpochState {
+            state: crate::sync::Mutex::new(EpochState {
                 epoch,
                 dirty_chunks: BTreeSet::new(),
                 running: None,
@@ -298,20 +300,53 @@ impl Pager {
         if b < have {
             return Ok(());
         }
-        let mut want = (b + 1).max(have + (have / 8).max(GROW_MIN_BLOCKS));
-        if let Err(e) = self.file.preallocate(want * PAGE_SIZE as u64) {
-            let full = e.kind() == std::io::ErrorKind::StorageFull
-                || e.raw_os_error() == Some(libc::ENOSPC);
-            if !full || want == b + 1 {
-                return Err(e.into());
-            }
-            // Near a full disk the large step does not fit: grow by what
-            // this block needs, so the space left is still used.
-            want = b + 1;
-            self.file.preallocate(want * PAGE_SIZE as u64)?;
-        }
+        let want = self.grow_to(have, b + 1)?;
         self.file_blocks.store(want, Ordering::Release);
         Ok(())
+    }
+
+    /// Preallocates the file to at least `need` blocks, by the usual step
+    /// when it fits; returns its new length in blocks. Call with `grow`.
+    fn grow_to(&self, have: u64, need: u64) -> std::io::Result<u64> {
+        let want = need.max(have + (have / 8).max(GROW_MIN_BLOCKS));
+        match self.file.preallocate(want * PAGE_SIZE as u64) {
+            Ok(()) => Ok(want),
+            // Near a full disk the large step does not fit: grow by what
+            // is needed, so the space left is still used.
+            Err(e) if crate::error::io_is_disk_full(&e) && want > need => self
+                .file
+                .preallocate(need * PAGE_SIZE as u64)
+                .map(|()| need),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Admission of a write (a commit, a checkpoint): makes sure the data
+    /// file has room for `blocks` more, free inside it or preallocated past
+    /// its last block in use, growing it if not. The writes that follow
+    /// (page evictions, the checkpoint's pages) then land in space the file
+    /// system has already given. A full disk is [`Error::DiskFull`], met
+    /// before the caller changed anything.
+    pub(crate) fn ensure_space(&self, blocks: u64) -> Result<()> {
+        if self.file_blocks.load(Ordering::Acquire) >= self.alloc.used() + blocks {
+            return Ok(());
+        }
+        let _g = self.grow.lock();
+        let have = self.file_blocks.load(Ordering::Acquire);
+        let need = self.alloc.used() + blocks;
+        if have >= need {
+            return Ok(());
+        }
+        match self.grow_to(have, need) {
+            Ok(want) => {
+                self.file_blocks.store(want, Ordering::Release);
+                Ok(())
+            }
+            Err(e) if crate::error::io_is_disk_full(&e) => Err(Error::DiskFull(format!(
+                "the data file needs room for {blocks} more blocks of {PAGE_SIZE} bytes ({e})"
+            ))),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Seals `buf` and writes it to a newly allocated block.

@@ -4,12 +4,12 @@
 //! takes it by `&mut`).
 
 #[cfg(not(loom))]
-pub(crate) use parking_lot::{Condvar, Mutex, RwLock};
+pub(crate) use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
 /// Marks a store-then-load pair whose order the protocol needs (the
 /// gate's slot counter against its `closing` flag, a snapshot's `active`
@@ -38,6 +38,14 @@ pub(crate) fn relax(spins: u32) {
         let _ = spins;
         loom::thread::yield_now();
     }
+}
+
+/// Gives the processor to another thread (a scheduling point for loom).
+pub(crate) fn yield_now() {
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+    #[cfg(loom)]
+    loom::thread::yield_now();
 }
 
 #[cfg(loom)]
@@ -110,8 +118,17 @@ mod model {
         pub(crate) fn write(&self) -> loom::sync::RwLockWriteGuard<'_, T> {
             self.0.write().unwrap_or_else(|e| e.into_inner())
         }
+        pub(crate) fn try_write(&self) -> Option<loom::sync::RwLockWriteGuard<'_, T>> {
+            match self.0.try_write() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            }
+        }
     }
 }
 
+#[cfg(loom)]
+pub(crate) use loom::sync::{RwLockReadGuard, RwLockWriteGuard};
 #[cfg(loom)]
 pub(crate) use model::{Condvar, Mutex, RwLock};

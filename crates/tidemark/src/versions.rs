@@ -341,7 +341,7 @@ impl Versions {
     }
 
     /// Whether kept versions are over budget.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn over_budget(&self) -> bool {
         self.bytes.load(Ordering::Relaxed) > self.budget
     }
@@ -401,7 +401,7 @@ impl Versions {
 
     /// Invalidates the oldest snapshots until the kept versions fit the
     /// budget again. Never waits for a reader.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn enforce_budget(&self) {
         self.enforce(self.budget)
     }

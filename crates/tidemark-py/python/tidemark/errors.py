@@ -120,8 +120,11 @@ class TidemarkIOError(TidemarkError, OSError):
 
 
 class DiskFullError(TidemarkIOError):
-    """The file system is full. Nothing of the failed write was applied;
-    after space is freed, reopen the database."""
+    """The file system is full. Nothing of the failed write was applied,
+    and the database goes on accepting writes: retry once space is free.
+    (Space is reserved ahead of each commit; only a write that still met a
+    full disk half-way, which is rare, stops writes until reopen, and the
+    next write then raises WritesStopped.)"""
 
 
 class WritesStopped(TidemarkError):

@@ -26,7 +26,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crossbeam_queue::ArrayQueue;
-use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Condvar, Mutex};
+
+// The latches are loom's under `cfg(loom)` (see `loom_tests`): the
+// protocol between lookups, loads and eviction is model-checked on this
+// code. Counters and the CLOCK hand stay plain atomics: no decision of the
+// protocol depends on them.
+use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::error::{Error, Result};
 use crate::page::{PageKind, PAGE_SIZE};
@@ -101,13 +107,48 @@ pub(crate) struct BufferPool {
 
 /// A page latched for reading.
 pub(crate) struct PageRead<'a> {
-    g: RwLockReadGuard<'a, FrameData>,
+    g: ReadLatch<'a>,
 }
 
 impl PageRead<'_> {
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.g.buf
     }
+}
+
+/// The shared latch a reader holds. A reader that loaded the page itself
+/// downgrades its exclusive latch, so no evictor can take the frame in
+/// between.
+#[cfg(not(loom))]
+type ReadLatch<'a> = RwLockReadGuard<'a, FrameData>;
+
+#[cfg(not(loom))]
+fn downgrade(g: RwLockWriteGuard<'_, FrameData>) -> ReadLatch<'_> {
+    RwLockWriteGuard::downgrade(g)
+}
+
+/// loom's latch cannot be downgraded: the loader keeps it exclusive, which
+/// excludes strictly more than the shared latch it stands for.
+#[cfg(loom)]
+enum ReadLatch<'a> {
+    Shared(RwLockReadGuard<'a, FrameData>),
+    Loaded(RwLockWriteGuard<'a, FrameData>),
+}
+
+#[cfg(loom)]
+impl std::ops::Deref for ReadLatch<'_> {
+    type Target = FrameData;
+    fn deref(&self) -> &FrameData {
+        match self {
+            ReadLatch::Shared(g) => g,
+            ReadLatch::Loaded(g) => g,
+        }
+    }
+}
+
+#[cfg(loom)]
+fn downgrade(g: RwLockWriteGuard<'_, FrameData>) -> ReadLatch<'_> {
+    ReadLatch::Loaded(g)
 }
 
 /// A page latched for writing. `bytes_mut` records the modification (and
@@ -171,9 +212,7 @@ impl BufferPool {
             let f = pager.map.frame(pid);
             if f == NO_FRAME {
                 if let Some(g) = self.load(pager, pid)? {
-                    return Ok(PageRead {
-                        g: RwLockWriteGuard::downgrade(g),
-                    });
+                    return Ok(PageRead { g: downgrade(g) });
                 }
                 continue;
             }
@@ -181,6 +220,8 @@ impl BufferPool {
             let g = frame.latch.read();
             if g.state == FrameState::Page && g.pid == pid {
                 frame.referenced.store(true, Ordering::Relaxed);
+                #[cfg(loom)]
+                let g = ReadLatch::Shared(g);
                 return Ok(PageRead { g });
             }
         }
@@ -316,7 +357,7 @@ impl BufferPool {
                 self.prepare(fi);
                 return Ok(fi);
             }
-            std::thread::yield_now();
+            crate::sync::yield_now();
         }
     }
 
@@ -421,5 +462,203 @@ impl BufferPool {
             self.release_frame(f, g);
             return Ok(());
         }
+    }
+}
+
+/// Model checks of the page-latch protocol on this code: lookups that
+/// latch and revalidate a frame, loads that claim a frame for a page id,
+/// writers that dirty a page, and CLOCK eviction that writes a dirty page
+/// to a new block and unpublishes it, all racing. `RUSTFLAGS="--cfg loom"
+/// cargo test -p tidemark --release --lib cache::loom_tests` (see README,
+/// opt-in suites).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use crate::alloc::BlockAlloc;
+    use crate::btree::node;
+    use crate::io::FileIo;
+    use crate::page;
+    use crate::pagemap::PageMap;
+    use loom::sync::Arc;
+
+    /// The data file in memory.
+    struct MemFile(std::sync::Mutex<Vec<u8>>);
+
+    impl FileIo for MemFile {
+        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            let v = self.0.lock().unwrap();
+            let o = offset as usize;
+            if o + buf.len() > v.len() {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            buf.copy_from_slice(&v[o..o + buf.len()]);
+            Ok(())
+        }
+        fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+            let mut v = self.0.lock().unwrap();
+            let end = offset as usize + buf.len();
+            if v.len() < end {
+                v.resize(end, 0);
+            }
+            v[offset as usize..end].copy_from_slice(buf);
+            Ok(())
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn len(&self) -> std::io::Result<u64> {
+            Ok(self.0.lock().unwrap().len() as u64)
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.0.lock().unwrap().resize(len as usize, 0);
+            Ok(())
+        }
+        // No preallocation: the file grows by the blocks written.
+        fn preallocate(&self, _len: u64) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A pool of `frames` frames over pages 1 and 2, both written to the
+    /// data file (version 0 in their `aux` field) and evicted.
+    fn setup(frames: usize) -> (Arc<BufferPool>, Arc<Pager>) {
+        let file = std::sync::Arc::new(MemFile(std::sync::Mutex::new(Vec::new())));
+        let alloc = BlockAlloc::new(std::iter::empty()).expect("no blocks used yet");
+        let pager = Arc::new(Pager::new(file, PageMap::new(), alloc, 1, 3, Vec::new()));
+        let pool = Arc::new(BufferPool::new(PoolConfig {
+            frames,
+            target: frames,
+            trigger: frames,
+            dirty_target: frames,
+            dirty_trigger: frames,
+        }));
+        for pid in 1..=2 {
+            let mut w = pool.new_page(&pager, pid).unwrap();
+            node::init_leaf(w.bytes_mut().unwrap(), pid);
+        }
+        while let Some(fi) = evict::evict_one(&pool, &pager, false, frames * 2).unwrap() {
+            let g = pool.frames[fi as usize].latch.write();
+            pool.release_frame(fi, g);
+        }
+        assert_eq!(pool.used.load(Ordering::SeqCst), 0);
+        (pool, pager)
+    }
+
+    /// Reads `pid` and checks the frame held that page: the latch the
+    /// lookup returned is on a frame holding `pid`, whatever eviction and
+    /// loads of other pages did meanwhile. Returns its version.
+    fn read(pool: &BufferPool, pager: &Pager, pid: u64) -> u64 {
+        let r = pool.fix_shared(pager, pid).unwrap();
+        assert_eq!(
+            page::id(r.bytes()),
+            pid,
+            "latched a frame holding another page"
+        );
+        page::aux(r.bytes())
+    }
+
+    /// Bumps `pid`'s version under its exclusive latch.
+    fn bump(pool: &BufferPool, pager: &Pager, pid: u64) {
+        let mut w = pool.fix_exclusive(pager, pid).unwrap();
+        assert_eq!(
+            page::id(w.bytes()),
+            pid,
+            "latched a frame holding another page"
+        );
+        let v = page::aux(w.bytes());
+        page::set_aux(w.bytes_mut().unwrap(), v + 1);
+    }
+
+    /// Evicts whatever CLOCK picks (it skips latched frames) and frees it.
+    fn evict(pool: &BufferPool, pager: &Pager) {
+        if let Some(fi) = evict::evict_one(pool, pager, false, pool.frames.len()).unwrap() {
+            let g = pool.frames[fi as usize].latch.write();
+            pool.release_frame(fi, g);
+        }
+    }
+
+    /// After the threads: each page is in at most one frame, and reads
+    /// back with every version bump (none lost to an eviction or reload).
+    fn check_end(pool: &BufferPool, pager: &Pager, want: [u64; 2]) {
+        for pid in 1..=2u64 {
+            let holding = pool
+                .frames
+                .iter()
+                .filter(|f| {
+                    let g = f.latch.read();
+                    g.state == FrameState::Page && g.pid == pid
+                })
+                .count();
+            assert!(holding <= 1, "page {pid} is cached in {holding} frames");
+            assert_eq!(
+                read(pool, pager, pid),
+                want[pid as usize - 1],
+                "page {pid} lost a write"
+            );
+        }
+    }
+
+    /// Explores `f` with up to 4 preemptions per execution (15 s here for
+    /// both models; unbounded did not finish in 5 minutes). Prints how
+    /// many executions were checked.
+    fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+        let runs = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = runs.clone();
+        let mut m = loom::model::Builder::new();
+        m.preemption_bound = Some(4);
+        m.check(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+            f()
+        });
+        eprintln!(
+            "{name}: {} executions checked",
+            runs.load(Ordering::Relaxed)
+        );
+    }
+
+    /// A reader and a writer of page 1 race an evictor, with two frames:
+    /// loads of page 1 by both, its eviction (dirty or clean) and reload.
+    #[test]
+    fn lookups_loads_and_eviction_of_one_page() {
+        model("lookups, loads and eviction of one page", || {
+            let (pool, pager) = setup(2);
+            let (p1, g1) = (pool.clone(), pager.clone());
+            let reader = loom::thread::spawn(move || {
+                let v = read(&p1, &g1, 1);
+                assert!(v <= 1);
+                let w = read(&p1, &g1, 1);
+                assert!(w >= v, "a version went back: {v} then {w}");
+            });
+            let (p2, g2) = (pool.clone(), pager.clone());
+            let writer = loom::thread::spawn(move || bump(&p2, &g2, 1));
+            evict(&pool, &pager);
+            evict(&pool, &pager);
+            reader.join().unwrap();
+            writer.join().unwrap();
+            check_end(&pool, &pager, [1, 0]);
+        });
+    }
+
+    /// Two writers of different pages with one frame each needed and only
+    /// two frames, racing an evictor: frames change pages under lookups.
+    #[test]
+    fn frames_change_pages_under_lookups() {
+        model("frames change pages under lookups", || {
+            let (pool, pager) = setup(2);
+            let (p1, g1) = (pool.clone(), pager.clone());
+            let a = loom::thread::spawn(move || {
+                bump(&p1, &g1, 1);
+                read(&p1, &g1, 2);
+            });
+            let (p2, g2) = (pool.clone(), pager.clone());
+            let b = loom::thread::spawn(move || {
+                bump(&p2, &g2, 2);
+                read(&p2, &g2, 1);
+            });
+            evict(&pool, &pager);
+            a.join().unwrap();
+            b.join().unwrap();
+            check_end(&pool, &pager, [1, 1]);
+        });
     }
 }

@@ -538,7 +538,7 @@ impl Database {
         let (matched, rings) = self.commit_planned(
             Some(stripes),
             |e| plan(e, ops),
-            |e, p| e.wal.append(&log_ops(p), durability),
+            |e, p| e.log(&log_ops(p), durability),
             apply,
         )?;
         for r in rings {

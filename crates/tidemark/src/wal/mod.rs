@@ -143,6 +143,17 @@ impl Wal {
         })
     }
 
+    /// Admission of a record of `ops`: the segments it (and the group it
+    /// joins) will be written to exist before it takes a place in the
+    /// stream. Another group may move the stream on meanwhile; the segment
+    /// after the record's own is there to absorb that. Returns the
+    /// record's length in stream bytes.
+    pub(crate) fn admit(&self, ops: &[LogOp<'_>]) -> Result<u64> {
+        let len = record::stream_len(record::payload_len(ops));
+        self.segs.ensure_room(self.position(), len)?;
+        Ok(len)
+    }
+
     /// Returns once the record of `t` has the durability it asked for.
     pub(crate) fn wait(&self, t: Ticket) -> Result<()> {
         match t.durability {

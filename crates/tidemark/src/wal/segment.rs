@@ -79,7 +79,12 @@ impl Segments {
         for name in fs.list(dir)? {
             if let Some(i) = parse_name(&name) {
                 let f = fs.open(&dir.join(&name), false)?;
-                files.insert(i, f);
+                // A short segment is one whose zero fill did not finish (a
+                // full disk, a crash): no record was ever written to it.
+                // Left out, it is filled again when the log gets there.
+                if f.len()? >= size {
+                    files.insert(i, f);
+                }
             }
         }
         Ok(Segments {
@@ -124,6 +129,29 @@ impl Segments {
             if spawned.is_err() {
                 self.preparing.store(0, Ordering::Release);
             }
+        }
+        Ok(())
+    }
+
+    /// Makes sure the segments holding stream bytes `pos..pos + len`, and
+    /// the one after them, exist (zero-filled and synced), creating those
+    /// that do not: the group write that follows then only overwrites
+    /// space the file system already gave. A full disk is
+    /// [`Error::DiskFull`]; nothing of the log changed.
+    pub(crate) fn ensure_room(&self, pos: u64, len: u64) -> Result<()> {
+        let last = (pos + len) / self.size + 1;
+        for i in pos / self.size..=last {
+            if self.files.lock().contains_key(&i) {
+                continue;
+            }
+            self.inner.file(i).map_err(|e| match e {
+                Error::Io(io) if crate::error::io_is_disk_full(&io) => Error::DiskFull(format!(
+                    "creating log segment {} of {} bytes failed ({io})",
+                    file_name(i),
+                    self.size
+                )),
+                e => e,
+            })?;
         }
         Ok(())
     }

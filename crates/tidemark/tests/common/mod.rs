@@ -23,7 +23,30 @@ pub struct SimFile {
     /// A sync of this file failed: from then on its durable bytes stay
     /// as they were (a conservative model of pages the kernel dropped).
     lost: Mutex<bool>,
+    /// Bytes the file occupies on the simulated disk: its length, or more
+    /// if it was preallocated (the preallocated tail is not materialised).
+    space: Mutex<u64>,
     fs: Arc<Control>,
+}
+
+impl SimFile {
+    /// Takes disk space for the file to occupy `end` bytes; `ENOSPC` if
+    /// the simulated disk's capacity would be exceeded.
+    fn occupy(&self, end: u64) -> io::Result<()> {
+        let mut space = self.space.lock();
+        if end <= *space {
+            return Ok(());
+        }
+        let delta = end - *space;
+        let cap = self.fs.capacity.load(Ordering::SeqCst);
+        let used = self.fs.used.fetch_add(delta, Ordering::SeqCst);
+        if used + delta > cap {
+            self.fs.used.fetch_sub(delta, Ordering::SeqCst);
+            return Err(io::Error::from_raw_os_error(28));
+        }
+        *space = end;
+        Ok(())
+    }
 }
 
 /// Shared switches of a [`SimFs`].
@@ -41,6 +64,11 @@ pub struct Control {
     pub syncs: AtomicU64,
     /// One injected fault (see [`Fault`]); `None` = none.
     pub fault: Mutex<Option<Fault>>,
+    /// Bytes the simulated disk holds; a write, resize or preallocation
+    /// that would need more fails with `ENOSPC` and changes nothing.
+    pub capacity: AtomicU64,
+    /// Bytes the files occupy.
+    pub used: AtomicU64,
 }
 
 /// A single I/O fault, after which the disk works again (the engine must
@@ -188,6 +216,7 @@ impl FileIo for SimFile {
         Ok(())
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.occupy(offset + buf.len() as u64)?;
         let fate = self.fs.write_fate()?;
         let buf = match fate {
             WriteFate::Full => buf,
@@ -224,15 +253,26 @@ impl FileIo for SimFile {
         Ok(self.live.lock().len() as u64)
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
+        self.occupy(len)?;
         self.fs.allow()?;
-        self.live.lock().resize(len as usize, 0);
+        let mut live = self.live.lock();
+        if (len as usize) < live.len() {
+            // Cutting the file gives its tail back.
+            let mut space = self.space.lock();
+            let freed = space.saturating_sub(len);
+            *space -= freed;
+            self.fs.used.fetch_sub(freed, Ordering::SeqCst);
+        }
+        live.resize(len as usize, 0);
+        drop(live);
         self.pending.lock().push(Pending::SetLen(len));
         Ok(())
     }
     /// Can fail like any I/O, but reserves nothing: the engine never reads
     /// a block it has not written, and a zero tail would make every crash
     /// image megabytes larger.
-    fn preallocate(&self, _len: u64) -> io::Result<()> {
+    fn preallocate(&self, len: u64) -> io::Result<()> {
+        self.occupy(len)?;
         self.fs.allow()
     }
 }
@@ -252,6 +292,7 @@ impl SimFs {
     pub fn new() -> Self {
         let fs = SimFs::default();
         fs.control.limit.store(u64::MAX, Ordering::SeqCst);
+        fs.control.capacity.store(u64::MAX, Ordering::SeqCst);
         fs
     }
 
@@ -275,6 +316,7 @@ impl SimFs {
                 durable: Mutex::new(bytes),
                 pending: Mutex::new(Vec::new()),
                 lost: Mutex::new(false),
+                space: Mutex::new(0),
                 fs: out.control.clone(),
             };
             let nf = Arc::new(nf);
@@ -349,6 +391,7 @@ impl SimFs {
                 durable: Mutex::new(bytes),
                 pending: Mutex::new(Vec::new()),
                 lost: Mutex::new(false),
+                space: Mutex::new(0),
                 fs: out.control.clone(),
             });
             out.files.lock().insert(p.clone(), nf.clone());
@@ -414,11 +457,15 @@ impl FileSystem for SimFs {
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.control.allow()?;
-        self.files
+        let f = self
+            .files
             .lock()
             .remove(path)
-            .map(|_| ())
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))?;
+        // Its space is given back (the model has no open-but-unlinked files).
+        let space = std::mem::take(&mut *f.space.lock());
+        self.control.used.fetch_sub(space, Ordering::SeqCst);
+        Ok(())
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.control.sync_fate()?;

@@ -1,0 +1,184 @@
+//! A full disk: every write that meets it is refused with
+//! `Error::DiskFull` before anything of it is logged or applied; the
+//! database keeps accepting writes (no reopen), loses nothing acknowledged,
+//! and once space returns the same handle writes, checkpoints and reopens
+//! with everything. The disk is a simulated one with a capacity in bytes;
+//! the capacity is swept so the disk fills at different moments (a log
+//! segment's creation, the data file's growth, a checkpoint).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use common::SimFs;
+use tidemark::{Database, Durability, Error, WriteBatch};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn open(fs: &SimFs, dir: &std::path::Path) -> tidemark::Result<Database> {
+    common::small_builder()
+        .statistics_log(None)
+        .file_system(Arc::new(fs.clone()))
+        .open(dir)
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:08}").into_bytes()
+}
+
+fn value(i: u64) -> Vec<u8> {
+    // Sizes from 100 bytes to 6 KB, and every 97th an overflow value.
+    let len = if i.is_multiple_of(97) {
+        40_000
+    } else {
+        100 + (i * 7919 % 6000) as usize
+    };
+    vec![(i % 251) as u8; len]
+}
+
+/// What one commit does: a batch of new keys (the database only grows)
+/// and a delete of an older key.
+fn commit(db: &Database, model: &Model, i: u64) -> tidemark::Result<Model> {
+    let mut next = model.clone();
+    let mut batch = WriteBatch::new();
+    for j in 0..4 {
+        let k = i * 4 + j;
+        batch.put("t", key(k), value(k));
+        next.insert(key(k), value(k));
+    }
+    if i.is_multiple_of(5) && i > 0 {
+        let old = key((i / 2) * 4);
+        batch.delete("t", &old);
+        next.remove(&old);
+    }
+    let durability = if i.is_multiple_of(3) {
+        Durability::Fsync
+    } else {
+        Durability::Write
+    };
+    batch.set_durability(durability);
+    db.write(&batch)?;
+    Ok(next)
+}
+
+fn contents(db: &Database) -> Model {
+    match db.open_table("t") {
+        Ok(t) => common::dump(&t).into_iter().collect(),
+        Err(Error::TableNotFound(_)) => Model::new(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// How the disk fills.
+#[derive(Clone, Copy, Debug)]
+enum Fill {
+    /// A disk of this many bytes from the start, checkpoints every 40
+    /// commits: the data file and the log compete for it.
+    Total(u64),
+    /// After a first checkpoint (which grows the data file by a large
+    /// step), only this many more bytes, and no more checkpoints: the log
+    /// fills the disk while the data file still has room.
+    LogOnly(u64),
+}
+
+/// Fills the disk, then gives space back. Returns the commits refused
+/// while it was full and the checkpoints refused.
+fn run(fill: Fill) -> (u64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    if let Fill::Total(c) = fill {
+        fs.control.capacity.store(c, Ordering::SeqCst);
+    }
+    let capacity = format!("{fill:?}");
+    let db = open(&fs, dir.path()).expect("open on an empty disk");
+    db.table("t").expect("create table");
+    let mut model = Model::new();
+    let (mut i, mut refused, mut ckpt_refused) = (0u64, 0u64, 0u64);
+    let checkpoints = match fill {
+        Fill::Total(_) => true,
+        Fill::LogOnly(extra) => {
+            for _ in 0..10 {
+                model = commit(&db, &model, i).expect("commit with room");
+                i += 1;
+            }
+            db.checkpoint().expect("checkpoint with room");
+            let used = fs.control.used.load(Ordering::SeqCst);
+            fs.control.capacity.store(used + extra, Ordering::SeqCst);
+            false
+        }
+    };
+    // Fill the disk: commits until 20 in a row were refused.
+    let mut in_a_row = 0;
+    while in_a_row < 20 {
+        assert!(i < 100_000, "the disk of {capacity} bytes never filled");
+        match commit(&db, &model, i) {
+            Ok(next) => {
+                model = next;
+                in_a_row = 0;
+            }
+            Err(Error::DiskFull(_)) => {
+                refused += 1;
+                in_a_row += 1;
+            }
+            Err(e) => panic!("capacity {capacity}, commit {i}: {e} (expected DiskFull)"),
+        }
+        i += 1;
+        if checkpoints && i % 40 == 0 {
+            match db.checkpoint() {
+                Ok(_) => {}
+                Err(Error::DiskFull(_)) => ckpt_refused += 1,
+                Err(e) => panic!("capacity {capacity}, checkpoint: {e} (expected DiskFull)"),
+            }
+        }
+    }
+    // Full (the last 20 commits were refused with DiskFull, not
+    // WritesStopped): nothing acknowledged is missing, nothing refused is
+    // there.
+    assert_eq!(
+        contents(&db),
+        model,
+        "capacity {capacity}: state while full"
+    );
+    let report = db.verify().unwrap();
+    assert!(report.is_ok(), "capacity {capacity}: {:?}", report.problems);
+
+    // Space returns: the same handle writes and checkpoints again.
+    fs.control.capacity.store(u64::MAX, Ordering::SeqCst);
+    for _ in 0..100 {
+        model = commit(&db, &model, i)
+            .unwrap_or_else(|e| panic!("capacity {capacity}: after space returned: {e}"));
+        i += 1;
+    }
+    db.checkpoint().expect("checkpoint after space returned");
+    assert_eq!(contents(&db), model);
+    db.close().expect("close");
+
+    // Reopened: every acknowledged commit, and a clean verify.
+    let db = open(&fs, dir.path()).expect("reopen");
+    assert_eq!(contents(&db), model, "capacity {capacity}: after reopen");
+    assert!(db.verify().unwrap().is_ok());
+    (refused, ckpt_refused)
+}
+
+#[test]
+fn a_full_disk_refuses_writes_and_they_resume_when_space_returns() {
+    let (mut runs, mut refused, mut ckpt_refused) = (0u64, 0u64, 0u64);
+    // From a disk just big enough to open the database and create its
+    // first segments, up to one that fills after a few checkpoints; then
+    // disks where only the log runs out of room.
+    let fills = (0..25)
+        .map(|k| Fill::Total((3 << 20) + k * (384 << 10)))
+        .chain((0..12).map(|k| Fill::LogOnly(k * (96 << 10))));
+    for fill in fills {
+        let (r, c) = run(fill);
+        assert!(r >= 20);
+        runs += 1;
+        refused += r;
+        ckpt_refused += c;
+    }
+    eprintln!(
+        "disk full: {runs} disks, {refused} commits and {ckpt_refused} checkpoints refused with DiskFull, writes resumed in every run"
+    );
+}
