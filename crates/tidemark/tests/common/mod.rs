@@ -69,6 +69,8 @@ pub struct Control {
     pub capacity: AtomicU64,
     /// Bytes the files occupy.
     pub used: AtomicU64,
+    /// Reads performed so far.
+    pub reads: AtomicU64,
 }
 
 /// A single I/O fault, after which the disk works again (the engine must
@@ -85,6 +87,8 @@ pub enum Fault {
     /// should have synced never becomes durable, as when the kernel marks
     /// the pages clean after a write-back error.
     FailSync(u64),
+    /// The read with this index fails with `EIO` and fills nothing.
+    FailRead(u64),
 }
 
 /// One change not yet synced.
@@ -204,6 +208,10 @@ impl Control {
 
 impl FileIo for SimFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let n = self.fs.reads.fetch_add(1, Ordering::SeqCst);
+        if matches!(*self.fs.fault.lock(), Some(Fault::FailRead(at)) if at == n) {
+            return Err(io::Error::from_raw_os_error(5));
+        }
         let d = self.live.lock();
         let o = offset as usize;
         if o + buf.len() > d.len() {
