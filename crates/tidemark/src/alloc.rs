@@ -17,6 +17,8 @@
 //! is rebuilt as the complement of the blocks the durable checkpoint
 //! references, so it cannot disagree with the tree or leak.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::Mutex;
 
 /// Reserved meta blocks.
@@ -24,6 +26,9 @@ pub(crate) const META_BLOCKS: u64 = 2;
 
 pub(crate) struct BlockAlloc {
     inner: Mutex<Inner>,
+    /// `inner.used_count`, readable without the lock (the space check
+    /// every commit makes must not queue behind a long `allocate` scan).
+    used: AtomicU64,
 }
 
 struct Inner {
@@ -82,6 +87,7 @@ impl BlockAlloc {
             inner.nblocks = inner.nblocks.max(b + 1);
         }
         Ok(BlockAlloc {
+            used: AtomicU64::new(inner.used_count),
             inner: Mutex::new(inner),
         })
     }
@@ -117,6 +123,7 @@ impl BlockAlloc {
             set(&mut g.fresh, b, true);
         }
         g.used_count += 1;
+        self.used.store(g.used_count, Ordering::Release);
         g.hint = b + 1;
         b
     }
@@ -137,6 +144,7 @@ impl BlockAlloc {
             set(&mut g.fresh, b, false);
             set(&mut g.used, b, false);
             g.used_count -= 1;
+            self.used.store(g.used_count, Ordering::Release);
             g.hint = g.hint.min(b);
         } else {
             g.limbo.push((epoch, b));
@@ -156,6 +164,7 @@ impl BlockAlloc {
                 g.limbo.push((e, b));
             }
         }
+        self.used.store(g.used_count, Ordering::Release);
     }
 
     /// Called at a checkpoint cut: every block allocated so far is
@@ -171,7 +180,7 @@ impl BlockAlloc {
 
     /// Blocks in use (meta, referenced, and in limbo).
     pub(crate) fn used(&self) -> u64 {
-        self.inner.lock().used_count
+        self.used.load(Ordering::Acquire)
     }
 
     /// Forgets the free blocks after the last block in use: the file may

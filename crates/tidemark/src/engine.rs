@@ -363,18 +363,23 @@ impl CollEntry {
 }
 
 impl Engine {
-    /// Blocks the data file keeps in reserve for every commit: room to
-    /// write each cached page once (eviction, the next checkpoint) plus
-    /// the map and directory pages a checkpoint adds.
+    /// Blocks the data file keeps free for what is already dirty in the
+    /// cache: each dirty page may be evicted (a new block) or checkpointed,
+    /// plus slack for commits admitted at the same time (a sixteenth of the
+    /// frames) and the map and directory pages a checkpoint adds.
     fn reserve_blocks(&self) -> u64 {
         let frames = self.pool.cfg.frames as u64;
-        frames + frames / 8 + 64
+        let dirty = self.pool.dirty.load(std::sync::atomic::Ordering::Relaxed) as u64;
+        dirty + frames / 16 + 64
     }
 
-    /// Admission of a checkpoint: room in the data file for what it may
-    /// write. [`Error::DiskFull`] if the disk cannot give it.
+    /// Admission of a checkpoint: room in the data file for every dirty
+    /// page twice (its image, and a shadow copy if a writer changes it
+    /// meanwhile) plus the slack. [`Error::DiskFull`] if the disk cannot
+    /// give it; the checkpoint then fails alone and writes go on.
     pub(crate) fn admit_checkpoint(&self) -> Result<()> {
-        self.pager.ensure_space(self.reserve_blocks())
+        let dirty = self.pool.dirty.load(std::sync::atomic::Ordering::Relaxed) as u64;
+        self.pager.ensure_space(self.reserve_blocks() + dirty)
     }
 
     /// Logs `ops` after admission: room in the log for the record, and in
