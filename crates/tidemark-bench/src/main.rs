@@ -9,6 +9,7 @@ mod capped;
 mod checkpoint;
 mod crash_loop;
 mod import_export;
+mod pathologies;
 mod read_after_checkpoint;
 mod report;
 mod snapshots;
@@ -47,6 +48,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// All five pathology workloads at their --quick size, one after the
+    /// other, and one verdict table of every guarantee (the main job; a
+    /// few minutes; --quick changes nothing).
+    Pathologies,
     /// Insert-heavy load, 10 MB cache, dataset >= 100x the cache (pathology 2).
     CachePressure {
         #[arg(long, default_value_t = 2)]
@@ -142,6 +147,10 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
+        Cmd::Pathologies => pathologies::run(&pathologies::Args {
+            json: cli.json,
+            dir: cli.dir,
+        }),
         Cmd::CachePressure {
             threads,
             cache_mb,
