@@ -387,10 +387,10 @@ impl Engine {
     /// fill once applied. A full disk is [`Error::DiskFull`] with nothing
     /// logged, so the commit fails alone and later ones may succeed.
     pub(crate) fn log(&self, ops: &[LogOp<'_>], durability: Durability) -> Result<Ticket> {
-        let len = self.wal.admit(ops)?;
+        let (plen, len) = self.wal.admit(ops)?;
         let pages = len.div_ceil(PAGE_SIZE as u64 / 2) * 2;
         self.pager.ensure_space(self.reserve_blocks() + pages)?;
-        self.wal.append(ops, durability)
+        self.wal.append_sized(ops, plen, durability)
     }
 }
 

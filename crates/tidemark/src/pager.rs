@@ -351,7 +351,13 @@ impl Pager {
     /// system has already given. A full disk is [`Error::DiskFull`], met
     /// before the caller changed anything.
     pub(crate) fn ensure_space(&self, blocks: u64) -> Result<()> {
-        self.reserve.store(blocks, Ordering::Relaxed);
+        // Every committing thread passes here: publish the reserve for the
+        // allocators only when it moved by more than an eighth, so the
+        // threads do not all write one cache line.
+        let r = self.reserve.load(Ordering::Relaxed);
+        if blocks.abs_diff(r) > r / 8 {
+            self.reserve.store(blocks, Ordering::Relaxed);
+        }
         if self.file_blocks.load(Ordering::Acquire) >= self.alloc.used() + blocks {
             return Ok(());
         }

@@ -124,7 +124,17 @@ impl Wal {
     /// batch's key stripes held; returns what to wait on after releasing
     /// them.
     pub(crate) fn append(&self, ops: &[LogOp<'_>], durability: Durability) -> Result<Ticket> {
-        let plen = record::payload_len(ops);
+        self.append_sized(ops, record::payload_len(ops), durability)
+    }
+
+    /// [`Wal::append`] of a record whose payload length (`plen`, from
+    /// [`Wal::admit`]) is already known.
+    pub(crate) fn append_sized(
+        &self,
+        ops: &[LogOp<'_>],
+        plen: usize,
+        durability: Durability,
+    ) -> Result<Ticket> {
         let len = record::stream_len(plen);
         let r = self.group.reserve(len, &self.segs)?;
         let synced = self.group.synced().min(r.pos);
@@ -147,11 +157,13 @@ impl Wal {
     /// joins) will be written to exist before it takes a place in the
     /// stream. Another group may move the stream on meanwhile; the segment
     /// after the record's own is there to absorb that. Returns the
-    /// record's length in stream bytes.
-    pub(crate) fn admit(&self, ops: &[LogOp<'_>]) -> Result<u64> {
-        let len = record::stream_len(record::payload_len(ops));
+    /// record's payload length (for [`Wal::append_sized`]) and its length
+    /// in stream bytes.
+    pub(crate) fn admit(&self, ops: &[LogOp<'_>]) -> Result<(usize, u64)> {
+        let plen = record::payload_len(ops);
+        let len = record::stream_len(plen);
         self.segs.ensure_room(self.position(), len)?;
-        Ok(len)
+        Ok((plen, len))
     }
 
     /// Returns once the record of `t` has the durability it asked for.

@@ -140,10 +140,13 @@ impl Segments {
     /// [`Error::DiskFull`]; nothing of the log changed.
     pub(crate) fn ensure_room(&self, pos: u64, len: u64) -> Result<()> {
         let last = (pos + len) / self.size + 1;
-        for i in pos / self.size..=last {
-            if self.files.lock().contains_key(&i) {
-                continue;
-            }
+        let missing: Vec<u64> = {
+            let files = self.files.lock();
+            (pos / self.size..=last)
+                .filter(|i| !files.contains_key(i))
+                .collect()
+        };
+        for i in missing {
             self.inner.file(i).map_err(|e| match e {
                 Error::Io(io) if crate::error::io_is_disk_full(&io) => Error::DiskFull(format!(
                     "creating log segment {} of {} bytes failed ({io})",
