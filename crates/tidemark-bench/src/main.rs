@@ -8,12 +8,16 @@ mod cache_pressure;
 mod capped;
 mod checkpoint;
 mod crash_loop;
+mod engines;
 mod import_export;
 mod pathologies;
+mod plots;
 mod read_after_checkpoint;
 mod report;
 mod snapshots;
+mod versus;
 mod wal_scaling;
+mod ycsb;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -130,6 +134,50 @@ enum Cmd {
         #[arg(long)]
         db: PathBuf,
     },
+    /// YCSB core workloads (load, A-F) on tidemark, or with --compare on
+    /// every engine built in (peers need `--features peers`).
+    Ycsb {
+        #[command(flatten)]
+        y: YcsbArgs,
+        /// Every engine built into this binary, side by side.
+        #[arg(long)]
+        compare: bool,
+        /// Engines to run (ignored with --compare).
+        #[arg(long, value_delimiter = ',', default_value = "tidemark")]
+        engines: Vec<String>,
+        /// Rounds; each engine's figures are medians over them (default 3;
+        /// 1 with --quick).
+        #[arg(long)]
+        rounds: Option<usize>,
+    },
+    /// One engine's phases (the child process of ycsb; not for direct use).
+    #[command(hide = true)]
+    YcsbChild {
+        #[command(flatten)]
+        y: YcsbArgs,
+        #[arg(long)]
+        engine: String,
+    },
+    /// A pathology workload on tidemark and every peer built in, side by
+    /// side (peers need `--features peers`).
+    Versus {
+        #[arg(value_enum)]
+        workload: versus::Workload,
+        /// Engines to run (default: every engine built in).
+        #[arg(long, value_delimiter = ',')]
+        engines: Option<Vec<String>>,
+        /// Draw the plot (SVG) of this workload into this directory.
+        #[arg(long)]
+        plots: Option<PathBuf>,
+    },
+    /// One engine of versus (the child process; not for direct use).
+    #[command(hide = true)]
+    VersusChild {
+        #[arg(value_enum)]
+        workload: versus::Workload,
+        #[arg(long)]
+        engine: String,
+    },
     /// Writer throughput with 0, 1 and 8 long-lived snapshot readers.
     Snapshots {
         /// Writer threads.
@@ -142,6 +190,66 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         burst: u64,
     },
+}
+
+#[derive(clap::Args, Clone)]
+struct YcsbArgs {
+    /// Phases in order (the load always runs first).
+    #[arg(long, value_delimiter = ',', default_value = "load,a,b,c,f,d,e")]
+    workloads: Vec<String>,
+    /// Records loaded (default 1,000,000; 100,000 with --quick).
+    #[arg(long)]
+    records: Option<u64>,
+    /// Operations of each workload (default 1,000,000; 100,000 with --quick).
+    #[arg(long)]
+    ops: Option<u64>,
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// none, write or fsync: what every commit must survive.
+    #[arg(long, default_value = "write")]
+    durability: String,
+    /// Memory budget of every engine's cache, MB.
+    #[arg(long, default_value_t = 64)]
+    cache_mb: usize,
+    /// Bytes of each record's value.
+    #[arg(long, default_value_t = 1000)]
+    value_size: usize,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// uniform, zipfian or latest: overrides every workload's own request
+    /// distribution.
+    #[arg(long)]
+    distribution: Option<String>,
+}
+
+fn ycsb_args(
+    y: YcsbArgs,
+    engines: Vec<String>,
+    rounds: usize,
+    quick: bool,
+    json: bool,
+    dir: PathBuf,
+) -> Result<ycsb::Args, Box<dyn std::error::Error + Send + Sync>> {
+    ycsb::check_dir(&dir)?;
+    Ok(ycsb::Args {
+        engines,
+        phases: y.workloads.iter().map(|w| w.to_lowercase()).collect(),
+        records: y.records.unwrap_or(if quick { 100_000 } else { 1_000_000 }),
+        ops: y.ops.unwrap_or(if quick { 100_000 } else { 1_000_000 }),
+        threads: y.threads.max(1),
+        durability: engines::Durability::parse(&y.durability)?,
+        cache_mb: y.cache_mb,
+        value_size: y.value_size.max(1),
+        rounds: rounds.max(1),
+        seed: y.seed,
+        distribution: y
+            .distribution
+            .as_deref()
+            .map(ycsb::Dist::parse)
+            .transpose()?,
+        json,
+        dir,
+    })
 }
 
 fn main() -> ExitCode {
@@ -216,6 +324,38 @@ fn main() -> ExitCode {
             dir: cli.dir,
             docs,
         }),
+        Cmd::Ycsb {
+            y,
+            compare,
+            engines,
+            rounds,
+        } => {
+            let engines = if compare {
+                engines::available().iter().map(|s| s.to_string()).collect()
+            } else {
+                engines
+            };
+            let rounds = rounds.unwrap_or(if cli.quick { 1 } else { 3 });
+            ycsb_args(y, engines, rounds, cli.quick, cli.json, cli.dir).and_then(|a| ycsb::run(&a))
+        }
+        Cmd::Versus {
+            workload,
+            engines,
+            plots,
+        } => versus::run(&versus::Args {
+            workload,
+            engines: engines
+                .unwrap_or_else(|| engines::available().iter().map(|s| s.to_string()).collect()),
+            quick: cli.quick,
+            json: cli.json,
+            dir: cli.dir,
+            plots,
+        }),
+        Cmd::VersusChild { workload, engine } => {
+            versus::child(workload, &engine, cli.quick, &cli.dir)
+        }
+        Cmd::YcsbChild { y, engine } => ycsb_args(y, vec![engine], 1, cli.quick, cli.json, cli.dir)
+            .and_then(|a| ycsb::child(&a)),
         Cmd::Snapshots {
             writers,
             reader_rate,

@@ -1,0 +1,736 @@
+//! The pathology workloads against peers: the same work on every engine
+//! built in, each engine in its own child process of this binary, in the
+//! same run.
+//!
+//! - `cache-pressure`: a 10 MB cache, insert-heavy (16-byte random keys,
+//!   100-byte values) for a fixed time; per-second throughput and the
+//!   worst single insert (seed 001's write stalls).
+//! - `wal-scaling`: one 100-byte overwrite per commit with fsync, from 1 to
+//!   64 threads; commits/s per thread count (seed 003's negative scaling).
+//! - `read-after-sync`: random reads of a cached table before and after a
+//!   burst of updates and a checkpoint/sync; reads/s and page faults per
+//!   1,000 reads (seed 004: an mmap engine's readers fault after a flush).
+//! - `ring`: seed 000's ring buffer: a capped collection in tidemark, and in
+//!   every engine (tidemark too) its best equivalent, a table of sequential
+//!   keys where each insert deletes the oldest records in the same commit
+//!   to stay under the ring size; inserts/s, worst insert, and the space
+//!   the files take for a ring of that size.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, RngCore, SeedableRng};
+use serde_json::{json, Value};
+
+use crate::engines::{self, proc_stats, Config, Durability, Op};
+use crate::report::{self, Target};
+use crate::{msg, BoxResult};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum Workload {
+    CachePressure,
+    WalScaling,
+    ReadAfterSync,
+    Ring,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::CachePressure => "cache-pressure",
+            Workload::WalScaling => "wal-scaling",
+            Workload::ReadAfterSync => "read-after-sync",
+            Workload::Ring => "ring",
+        }
+    }
+}
+
+pub struct Args {
+    pub workload: Workload,
+    pub engines: Vec<String>,
+    pub quick: bool,
+    pub json: bool,
+    pub dir: PathBuf,
+    /// Where to draw the plots (SVG), if anywhere.
+    pub plots: Option<PathBuf>,
+}
+
+const KEY_LEN: usize = 16;
+const VALUE_LEN: usize = 100;
+
+fn scratch(dir: &Path, engine: &str) -> PathBuf {
+    dir.join(format!("tidemark-versus-{engine}-{}", std::process::id()))
+}
+
+fn dir_bytes(p: &Path) -> u64 {
+    let mut n = 0;
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => n += dir_bytes(&e.path()),
+                // Blocks allocated, not apparent length: preallocated or
+                // sparse files count for what they take.
+                Ok(m) => n += std::os::unix::fs::MetadataExt::blocks(&m) * 512,
+                Err(_) => {}
+            }
+        }
+    }
+    n
+}
+
+fn random_key(rng: &mut SmallRng) -> [u8; KEY_LEN] {
+    let mut k = [0u8; KEY_LEN];
+    rng.fill_bytes(&mut k);
+    k
+}
+
+/// The child: runs `workload` on `engine`, prints one JSON object.
+pub fn child(workload: Workload, engine: &str, quick: bool, dir: &Path) -> BoxResult<bool> {
+    let path = scratch(dir, engine);
+    let _ = std::fs::remove_dir_all(&path);
+    let r = match workload {
+        Workload::CachePressure => cache_pressure(engine, quick, &path),
+        Workload::WalScaling => wal_scaling(engine, quick, &path),
+        Workload::ReadAfterSync => read_after_sync(engine, quick, &path),
+        Workload::Ring => ring(engine, quick, &path),
+    };
+    let _ = std::fs::remove_dir_all(&path);
+    let mut v = r?;
+    v["engine"] = json!(engine);
+    println!("{v}");
+    Ok(true)
+}
+
+fn cache_pressure(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
+    let threads = 2;
+    let secs = if quick { 15 } else { 60 };
+    let cfg = Config {
+        cache_bytes: 10 << 20,
+        durability: Durability::Write,
+        threads,
+    };
+    let e = engines::open(engine, path, &cfg)?;
+    let note = e.durability_note();
+    let stop = AtomicBool::new(false);
+    let done = AtomicU64::new(0);
+    let worst = AtomicU64::new(0);
+    let mut per_sec = Vec::new();
+    let w0 = proc_stats::write_bytes();
+    std::thread::scope(|s| -> BoxResult<()> {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let (e, stop, done, worst) = (&e, &stop, &done, &worst);
+                s.spawn(move || -> BoxResult<()> {
+                    let mut w = e.worker()?;
+                    let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
+                    let mut v = [0u8; VALUE_LEN];
+                    while !stop.load(Ordering::Relaxed) {
+                        let k = random_key(&mut rng);
+                        rng.fill_bytes(&mut v);
+                        let t0 = Instant::now();
+                        w.put(&k, &v)?;
+                        worst.fetch_max(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let t0 = Instant::now();
+        let mut last = 0;
+        for i in 1..=secs {
+            let target = t0 + Duration::from_secs(i);
+            std::thread::sleep(target.saturating_duration_since(Instant::now()));
+            let n = done.load(Ordering::Relaxed);
+            per_sec.push(n - last);
+            last = n;
+        }
+        stop.store(true, Ordering::Relaxed);
+        for h in hs {
+            h.join().map_err(|_| msg("a writer panicked"))??;
+        }
+        Ok(())
+    })?;
+    let mut v: Vec<f64> = per_sec.iter().map(|&x| x as f64).collect();
+    let median = report::median(&mut v.clone());
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    v.sort_by(|a, b| a.total_cmp(b));
+    Ok(json!({
+        "per_sec": per_sec,
+        "ops_per_sec": done.load(Ordering::Relaxed) as f64 / secs as f64,
+        "median_sec": median,
+        "min_sec": min,
+        "max_latency_ms": worst.load(Ordering::Relaxed) as f64 / 1e6,
+        "written_mb": proc_stats::write_bytes().saturating_sub(w0) as f64 / 1048576.0,
+        "peak_rss_mb": proc_stats::peak_rss() as f64 / 1048576.0,
+        "durability": note,
+        "weaker": e.weaker(),
+    }))
+}
+
+fn wal_scaling(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
+    let counts: &[usize] = if quick {
+        &[1, 4, 16, 64]
+    } else {
+        &[1, 2, 4, 8, 16, 32, 64]
+    };
+    let secs = if quick { 2.0 } else { 5.0 };
+    const KEYS: u64 = 20_000;
+    let cfg = Config {
+        cache_bytes: 64 << 20,
+        durability: Durability::Fsync,
+        threads: 64,
+    };
+    let e = engines::open(engine, path, &cfg)?;
+    // Prefill in large commits, so every point overwrites the same table.
+    {
+        let mut w = e.worker()?;
+        let v = [7u8; VALUE_LEN];
+        let keys: Vec<[u8; 8]> = (0..KEYS).map(u64::to_be_bytes).collect();
+        for chunk in keys.chunks(2000) {
+            let ops: Vec<Op<'_>> = chunk.iter().map(|k| Op::Put(&k[..], &v[..])).collect();
+            w.write(&ops)?;
+        }
+    }
+    let mut points = Vec::new();
+    for &n in counts {
+        let stop = AtomicBool::new(false);
+        let done = AtomicU64::new(0);
+        let t0 = Instant::now();
+        std::thread::scope(|s| -> BoxResult<()> {
+            let hs: Vec<_> = (0..n)
+                .map(|t| {
+                    let (e, stop, done) = (&e, &stop, &done);
+                    s.spawn(move || -> BoxResult<()> {
+                        let mut w = e.worker()?;
+                        let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
+                        let mut v = [0u8; VALUE_LEN];
+                        while !stop.load(Ordering::Relaxed) {
+                            let k = rng.gen_range(0..KEYS).to_be_bytes();
+                            rng.fill_bytes(&mut v);
+                            w.put(&k, &v)?;
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_secs_f64(secs));
+            stop.store(true, Ordering::Relaxed);
+            for h in hs {
+                h.join().map_err(|_| msg("a committer panicked"))??;
+            }
+            Ok(())
+        })?;
+        let el = t0.elapsed().as_secs_f64();
+        points.push(
+            json!({"threads": n, "commits_per_sec": done.load(Ordering::Relaxed) as f64 / el}),
+        );
+    }
+    Ok(json!({ "points": points, "durability": e.durability_note(), "weaker": e.weaker() }))
+}
+
+fn minor_major_faults() -> (u64, u64) {
+    let mut ru: libc::rusage = proc_stats::zeroed_rusage();
+    // SAFETY: `ru` is a valid, writable rusage; RUSAGE_SELF is valid.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    if rc == 0 {
+        (ru.ru_minflt as u64, ru.ru_majflt as u64)
+    } else {
+        (0, 0)
+    }
+}
+
+fn read_after_sync(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
+    let threads = 2;
+    let keys: u64 = if quick { 100_000 } else { 200_000 };
+    let secs = if quick { 2.0 } else { 5.0 };
+    let cfg = Config {
+        cache_bytes: 128 << 20,
+        durability: Durability::Write,
+        threads,
+    };
+    let e = engines::open(engine, path, &cfg)?;
+    let key = |i: u64| format!("{i:016}").into_bytes();
+    let fill = |seed: u8, step: u64| -> BoxResult<()> {
+        let mut w = e.worker()?;
+        let v = [seed; VALUE_LEN];
+        let ks: Vec<Vec<u8>> = (0..keys).step_by(step as usize).map(key).collect();
+        for chunk in ks.chunks(2000) {
+            let ops: Vec<Op<'_>> = chunk.iter().map(|k| Op::Put(k, &v[..])).collect();
+            w.write(&ops)?;
+        }
+        Ok(())
+    };
+    fill(1, 1)?;
+    e.checkpoint()?;
+    let read = || -> BoxResult<(f64, f64, u64)> {
+        let stop = AtomicBool::new(false);
+        let reads = AtomicU64::new(0);
+        let (f0, m0) = minor_major_faults();
+        let t0 = Instant::now();
+        std::thread::scope(|s| -> BoxResult<()> {
+            let hs: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (e, stop, reads) = (&e, &stop, &reads);
+                    s.spawn(move || -> BoxResult<()> {
+                        let mut w = e.worker()?;
+                        let mut rng = SmallRng::seed_from_u64(t as u64 + 11);
+                        let mut n = 0;
+                        while !stop.load(Ordering::Relaxed) {
+                            if w.get(&key(rng.gen_range(0..keys)))?.is_none() {
+                                return Err(msg("a loaded key is missing"));
+                            }
+                            n += 1;
+                        }
+                        reads.fetch_add(n, Ordering::Relaxed);
+                        Ok(())
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_secs_f64(secs));
+            stop.store(true, Ordering::Relaxed);
+            for h in hs {
+                h.join().map_err(|_| msg("a reader panicked"))??;
+            }
+            Ok(())
+        })?;
+        let el = t0.elapsed().as_secs_f64();
+        let (f1, m1) = minor_major_faults();
+        let n = reads.load(Ordering::Relaxed).max(1);
+        Ok((n as f64 / el, (f1 - f0) as f64 * 1000.0 / n as f64, m1 - m0))
+    };
+    // Warm: every page read once.
+    read()?;
+    let (before, faults_before, _) = read()?;
+    // A tenth of the keys rewritten, then made durable in the data files.
+    fill(2, 10)?;
+    e.checkpoint()?;
+    let (after, faults_after, major_after) = read()?;
+    Ok(json!({
+        "reads_per_sec_before": before,
+        "reads_per_sec_after": after,
+        "ratio": after / before.max(1e-9),
+        "minor_faults_per_1000_before": faults_before,
+        "minor_faults_per_1000_after": faults_after,
+        "major_faults_after": major_after,
+        "durability": e.durability_note(),
+        "weaker": e.weaker(),
+    }))
+}
+
+fn ring(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
+    let ring: u64 = if quick { 16 << 20 } else { 100 << 20 };
+    let laps: u64 = 3;
+    let threads = 2;
+    let mut rng_sizes = SmallRng::seed_from_u64(5);
+    // Seed 000's mixed sizes: most records small, some large.
+    let sizes: Vec<usize> = (0..4096)
+        .map(|_| {
+            if rng_sizes.gen_bool(0.9) {
+                rng_sizes.gen_range(100..600)
+            } else {
+                rng_sizes.gen_range(2000..8000)
+            }
+        })
+        .collect();
+    let written = AtomicU64::new(0);
+    let worst = AtomicU64::new(0);
+    let inserts = AtomicU64::new(0);
+    let t0 = Instant::now();
+    let capped = engine == "tidemark-capped";
+    let cfg = Config {
+        cache_bytes: 64 << 20,
+        durability: Durability::Write,
+        threads,
+    };
+    let (bytes_on_disk, note) = if capped {
+        let db = tidemark::Database::builder()
+            .cache_size(cfg.cache_bytes)
+            .statistics_log(None)
+            .open(path)?;
+        let c = db.create_collection(
+            "ring",
+            Some(tidemark::CappedOptions {
+                size: ring,
+                max: None,
+            }),
+        )?;
+        std::thread::scope(|s| -> BoxResult<()> {
+            let hs: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (c, sizes, written, worst, inserts) = (&c, &sizes, &written, &worst, &inserts);
+                    s.spawn(move || -> BoxResult<()> {
+                        let mut rng = SmallRng::seed_from_u64(t as u64 + 3);
+                        let mut i = t;
+                        while written.load(Ordering::Relaxed) < ring * laps {
+                            let n = sizes[i % sizes.len()];
+                            i += threads;
+                            let mut payload = vec![0u8; n];
+                            rng.fill_bytes(&mut payload);
+                            let doc = tidemark::bson::doc! { "p": tidemark::bson::Binary { subtype: tidemark::bson::spec::BinarySubtype::Generic, bytes: payload } };
+                            let s = Instant::now();
+                            c.insert_one_with(&doc, tidemark::Durability::Write)?;
+                            worst.fetch_max(s.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                            written.fetch_add(n as u64, Ordering::Relaxed);
+                            inserts.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().map_err(|_| msg("an inserter panicked"))??;
+            }
+            Ok(())
+        })?;
+        db.checkpoint()?;
+        (
+            dir_bytes(path),
+            "capped collection, Durability::Write".to_string(),
+        )
+    } else {
+        let e = engines::open(engine, path, &cfg)?;
+        // One FIFO of (key, size) shared by the inserters: an insert takes
+        // the next key and, in the same commit, deletes the oldest records
+        // until the table's bytes fit the ring again.
+        struct Fifo {
+            next: u64,
+            live: std::collections::VecDeque<(u64, u64)>,
+            bytes: u64,
+        }
+        let fifo = Mutex::new(Fifo {
+            next: 0,
+            live: Default::default(),
+            bytes: 0,
+        });
+        std::thread::scope(|s| -> BoxResult<()> {
+            let hs: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (e, sizes, written, worst, inserts, fifo) =
+                        (&e, &sizes, &written, &worst, &inserts, &fifo);
+                    s.spawn(move || -> BoxResult<()> {
+                        let mut w = e.worker()?;
+                        let mut rng = SmallRng::seed_from_u64(t as u64 + 3);
+                        let mut i = t;
+                        while written.load(Ordering::Relaxed) < ring * laps {
+                            let n = sizes[i % sizes.len()];
+                            i += threads;
+                            let mut payload = vec![0u8; n];
+                            rng.fill_bytes(&mut payload);
+                            let s = Instant::now();
+                            // The key order is the commit order: the FIFO's
+                            // lock is held across the commit, as a ring's
+                            // head is.
+                            let mut guard = fifo.lock().map_err(|_| msg("fifo poisoned"))?;
+                            let f = &mut *guard;
+                            let id = f.next;
+                            let key = id.to_be_bytes();
+                            f.next += 1;
+                            f.live.push_back((id, n as u64));
+                            f.bytes += n as u64;
+                            let mut dels = Vec::new();
+                            while f.bytes > ring {
+                                let Some((k, sz)) = f.live.pop_front() else {
+                                    break;
+                                };
+                                f.bytes -= sz;
+                                dels.push(k.to_be_bytes());
+                            }
+                            let mut ops = vec![Op::Put(&key[..], &payload[..])];
+                            ops.extend(dels.iter().map(|k| Op::Delete(&k[..])));
+                            w.write(&ops)?;
+                            drop(guard);
+                            worst.fetch_max(s.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                            written.fetch_add(n as u64, Ordering::Relaxed);
+                            inserts.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().map_err(|_| msg("an inserter panicked"))??;
+            }
+            Ok(())
+        })?;
+        e.checkpoint()?;
+        let note = format!("table + deletes of the oldest, {}", e.durability_note());
+        drop(e);
+        (dir_bytes(path), note)
+    };
+    let el = t0.elapsed().as_secs_f64();
+    Ok(json!({
+        "ring_mb": ring as f64 / 1048576.0,
+        "inserts_per_sec": inserts.load(Ordering::Relaxed) as f64 / el,
+        "mb_per_sec": written.load(Ordering::Relaxed) as f64 / 1048576.0 / el,
+        "max_latency_ms": worst.load(Ordering::Relaxed) as f64 / 1e6,
+        "disk_mb": bytes_on_disk as f64 / 1048576.0,
+        "space_amplification": bytes_on_disk as f64 / ring as f64,
+        "durability": note,
+        "weaker": false,
+    }))
+}
+
+fn spawn(a: &Args, engine: &str) -> BoxResult<Value> {
+    let exe = std::env::current_exe()?;
+    let mut c = Command::new(exe);
+    c.args([
+        "versus-child",
+        a.workload.name(),
+        "--engine",
+        engine,
+        "--dir",
+    ])
+    .arg(&a.dir);
+    if a.quick {
+        c.arg("--quick");
+    }
+    let out = c.output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    match (
+        out.status.success(),
+        stdout.lines().rev().find(|l| l.starts_with('{')),
+    ) {
+        (true, Some(l)) => Ok(serde_json::from_str(l)?),
+        _ => Err(msg(&format!(
+            "{engine} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+    }
+}
+
+fn f(v: &Value, k: &str) -> f64 {
+    v[k].as_f64().unwrap_or(f64::NAN)
+}
+
+pub fn run(a: &Args) -> BoxResult<bool> {
+    let mut engines_run: Vec<String> = a.engines.clone();
+    if a.workload == Workload::Ring && engines_run.iter().any(|e| e == "tidemark") {
+        engines_run.insert(0, "tidemark-capped".into());
+    }
+    let mut results: Vec<Value> = Vec::new();
+    for e in &engines_run {
+        eprintln!("{}: {e}", a.workload.name());
+        results.push(spawn(a, e)?);
+    }
+    let tm = results.iter().find(|r| r["engine"] == "tidemark").cloned();
+    let peers: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["engine"] != "tidemark" && r["engine"] != "tidemark-capped")
+        .collect();
+    let mut targets = Vec::new();
+    let human = !a.json;
+    match a.workload {
+        Workload::CachePressure => {
+            if human {
+                println!("cache pressure: 10 MB cache, 2 threads inserting 16 B keys + 100 B values, durability write");
+                println!(
+                    "{:<11} {:>11} {:>12} {:>12} {:>12} {:>10} {:>8}  durability",
+                    "engine",
+                    "ops/s",
+                    "median 1s",
+                    "worst 1s",
+                    "max lat ms",
+                    "written MB",
+                    "RSS MB"
+                );
+                for r in &results {
+                    println!(
+                        "{:<11} {:>11.0} {:>12.0} {:>12.0} {:>12.1} {:>10.0} {:>8.1}  {}",
+                        r["engine"].as_str().unwrap_or("?"),
+                        f(r, "ops_per_sec"),
+                        f(r, "median_sec"),
+                        f(r, "min_sec"),
+                        f(r, "max_latency_ms"),
+                        f(r, "written_mb"),
+                        f(r, "peak_rss_mb"),
+                        r["durability"].as_str().unwrap_or("")
+                    );
+                }
+            }
+            if let Some(t) = &tm {
+                if let Some(wt) = peers.iter().find(|r| r["engine"] == "wiredtiger") {
+                    targets.push(Target::at_least(
+                        "cache pressure: tidemark / WiredTiger ops/s",
+                        f(t, "ops_per_sec") / f(wt, "ops_per_sec"),
+                        1.5,
+                    ));
+                    targets.push(Target::below(
+                        "cache pressure: max latency vs WiredTiger's",
+                        f(t, "max_latency_ms") / f(wt, "max_latency_ms"),
+                        1.0,
+                    ));
+                }
+                if let Some(lowest) = peers
+                    .iter()
+                    .map(|r| f(r, "max_latency_ms"))
+                    .reduce(f64::min)
+                {
+                    targets.push(Target::below(
+                        "cache pressure: max latency / lowest peer's",
+                        f(t, "max_latency_ms") / lowest,
+                        1.0,
+                    ));
+                }
+            }
+            if let Some(dir) = &a.plots {
+                crate::plots::timelines(&dir.join("cache-pressure.svg"), &results)?;
+            }
+        }
+        Workload::WalScaling => {
+            if human {
+                println!(
+                    "WAL scaling: one 100-byte overwrite per commit, fsync per commit; commits/s"
+                );
+                let counts: Vec<u64> = results
+                    .first()
+                    .and_then(|r| r["points"].as_array())
+                    .map(|p| p.iter().filter_map(|x| x["threads"].as_u64()).collect())
+                    .unwrap_or_default();
+                print!("{:<11}", "engine");
+                for c in &counts {
+                    print!(" {:>8}", format!("{c} thr"));
+                }
+                println!("  64/1    durability");
+                for r in &results {
+                    let pts: Vec<f64> = r["points"]
+                        .as_array()
+                        .map(|p| p.iter().map(|x| f(x, "commits_per_sec")).collect())
+                        .unwrap_or_default();
+                    print!("{:<11}", r["engine"].as_str().unwrap_or("?"));
+                    for p in &pts {
+                        print!(" {:>8.0}", p);
+                    }
+                    println!(
+                        "  {:>5.1}x  {}",
+                        pts.last().unwrap_or(&f64::NAN) / pts.first().unwrap_or(&f64::NAN),
+                        r["durability"].as_str().unwrap_or("")
+                    );
+                }
+            }
+            let at = |r: &Value, n: u64| {
+                r["points"]
+                    .as_array()
+                    .and_then(|p| p.iter().find(|x| x["threads"] == n))
+                    .map(|x| f(x, "commits_per_sec"))
+                    .unwrap_or(f64::NAN)
+            };
+            if let Some(t) = &tm {
+                if let Some(wt) = peers.iter().find(|r| r["engine"] == "wiredtiger") {
+                    targets.push(Target::at_least(
+                        "fsync at 64 threads: tidemark / WiredTiger",
+                        at(t, 64) / at(wt, 64),
+                        10.0,
+                    ));
+                }
+                // No negative scaling: commits/s never drops as threads grow.
+                let pts: Vec<f64> = t["points"]
+                    .as_array()
+                    .map(|p| p.iter().map(|x| f(x, "commits_per_sec")).collect())
+                    .unwrap_or_default();
+                let worst_drop = pts
+                    .windows(2)
+                    .map(|w| w[1] / w[0])
+                    .fold(f64::INFINITY, f64::min);
+                targets.push(Target::at_least(
+                    "tidemark: worst step to more threads",
+                    worst_drop,
+                    0.9,
+                ));
+            }
+            if let Some(dir) = &a.plots {
+                crate::plots::scaling(&dir.join("wal-scaling.svg"), &results)?;
+            }
+        }
+        Workload::ReadAfterSync => {
+            if human {
+                println!("read after sync: 2 threads of random reads of a cached table, before and after rewriting a tenth of it and a checkpoint/sync");
+                println!(
+                    "{:<11} {:>12} {:>12} {:>7} {:>14} {:>14} {:>9}",
+                    "engine",
+                    "reads/s pre",
+                    "reads/s post",
+                    "ratio",
+                    "minflt/1k pre",
+                    "minflt/1k post",
+                    "majflt"
+                );
+                for r in &results {
+                    println!(
+                        "{:<11} {:>12.0} {:>12.0} {:>7.2} {:>14.2} {:>14.2} {:>9}",
+                        r["engine"].as_str().unwrap_or("?"),
+                        f(r, "reads_per_sec_before"),
+                        f(r, "reads_per_sec_after"),
+                        f(r, "ratio"),
+                        f(r, "minor_faults_per_1000_before"),
+                        f(r, "minor_faults_per_1000_after"),
+                        r["major_faults_after"]
+                    );
+                }
+            }
+            if let Some(t) = &tm {
+                targets.push(Target::below(
+                    "tidemark: minor faults per 1,000 reads after sync",
+                    f(t, "minor_faults_per_1000_after"),
+                    1.0,
+                ));
+                targets.push(Target::at_least(
+                    "tidemark: reads/s after / before",
+                    f(t, "ratio"),
+                    0.9,
+                ));
+            }
+        }
+        Workload::Ring => {
+            if human {
+                println!("ring buffer: 2 threads write 3 laps of a ring of {:.0} MB with seed 000's mixed record sizes", results.first().map_or(0.0, |r| f(r, "ring_mb")));
+                println!(
+                    "{:<16} {:>10} {:>8} {:>11} {:>9} {:>7}  how",
+                    "engine", "inserts/s", "MB/s", "max lat ms", "disk MB", "space"
+                );
+                for r in &results {
+                    println!(
+                        "{:<16} {:>10.0} {:>8.1} {:>11.1} {:>9.1} {:>6.2}x  {}",
+                        r["engine"].as_str().unwrap_or("?"),
+                        f(r, "inserts_per_sec"),
+                        f(r, "mb_per_sec"),
+                        f(r, "max_latency_ms"),
+                        f(r, "disk_mb"),
+                        f(r, "space_amplification"),
+                        r["durability"].as_str().unwrap_or("")
+                    );
+                }
+            }
+            if let Some(c) = results.iter().find(|r| r["engine"] == "tidemark-capped") {
+                if let Some(best) = peers
+                    .iter()
+                    .map(|r| f(r, "inserts_per_sec"))
+                    .reduce(f64::max)
+                {
+                    targets.push(Target::at_least(
+                        "ring: tidemark capped / best peer inserts/s",
+                        f(c, "inserts_per_sec") / best,
+                        1.0,
+                    ));
+                }
+            }
+        }
+    }
+    let figures = json!({ "workload_detail": a.workload.name(), "engines": results });
+    if human {
+        println!();
+    }
+    Ok(report::finish(
+        a.json,
+        &format!("versus {}", a.workload.name()),
+        report::machine(&a.dir),
+        figures,
+        &targets,
+    ))
+}
