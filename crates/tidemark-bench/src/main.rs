@@ -169,6 +169,10 @@ enum Cmd {
         /// Draw the plot (SVG) of this workload into this directory.
         #[arg(long)]
         plots: Option<PathBuf>,
+        /// Runs of every engine; each reports its median run (default 3;
+        /// 1 with --quick).
+        #[arg(long)]
+        rounds: Option<usize>,
     },
     /// One engine of versus (the child process; not for direct use).
     #[command(hide = true)]
@@ -216,6 +220,11 @@ struct YcsbArgs {
     value_size: usize,
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Longest each phase runs, seconds (YCSB's maxexecutiontime; a load
+    /// cut short is completed in bulk, unmeasured, so every engine runs the
+    /// workloads on the same records). Default 120; 5 with --quick.
+    #[arg(long)]
+    max_secs: Option<f64>,
     /// uniform, zipfian or latest: overrides every workload's own request
     /// distribution.
     #[arg(long)]
@@ -242,6 +251,7 @@ fn ycsb_args(
         value_size: y.value_size.max(1),
         rounds: rounds.max(1),
         seed: y.seed,
+        max_secs: y.max_secs.unwrap_or(if quick { 5.0 } else { 120.0 }),
         distribution: y
             .distribution
             .as_deref()
@@ -342,7 +352,9 @@ fn main() -> ExitCode {
             workload,
             engines,
             plots,
+            rounds,
         } => versus::run(&versus::Args {
+            rounds: rounds.unwrap_or(if cli.quick { 1 } else { 3 }).max(1),
             workload,
             engines: engines
                 .unwrap_or_else(|| engines::available().iter().map(|s| s.to_string()).collect()),

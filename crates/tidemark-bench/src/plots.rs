@@ -59,6 +59,7 @@ pub fn timelines(path: &Path, results: &[Value]) -> BoxResult<()> {
     chart
         .configure_mesh()
         .x_desc("seconds")
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .y_desc("inserts/s")
         .draw()
         .map_err(err)?;
@@ -131,6 +132,7 @@ pub fn scaling(path: &Path, results: &[Value]) -> BoxResult<()> {
         .configure_mesh()
         .x_desc("threads")
         .x_label_formatter(&|x| format!("{}", 2f64.powf(*x).round()))
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .y_desc("commits/s")
         .draw()
         .map_err(err)?;

@@ -31,7 +31,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 use serde_json::{json, Value};
 
-use crate::engines::{self, proc_stats, Config, Durability, Engine};
+use crate::engines::{self, proc_stats, Config, Durability, Engine, Op};
 use crate::report::{self, Target};
 use crate::{msg, BoxResult};
 use gen::Chooser;
@@ -152,6 +152,8 @@ pub struct Args {
     pub value_size: usize,
     pub rounds: usize,
     pub seed: u64,
+    /// Longest a phase runs, seconds (YCSB's maxexecutiontime).
+    pub max_secs: f64,
     /// Overrides every workload's request distribution.
     pub distribution: Option<Dist>,
     pub json: bool,
@@ -172,6 +174,8 @@ struct Phase {
     peak_rss: u64,
     write_bytes: u64,
     not_found: u64,
+    /// Records of a time-capped load written afterwards in bulk, unmeasured.
+    bulk_loaded: u64,
     durability: String,
     weaker: bool,
 }
@@ -185,7 +189,7 @@ impl Phase {
             "engine": self.engine, "phase": self.phase, "ops": self.ops, "secs": self.secs,
             "ops_per_sec": self.ops_per_sec(), "p50_us": self.p50_us, "p99_us": self.p99_us,
             "p999_us": self.p999_us, "max_us": self.max_us, "peak_rss": self.peak_rss,
-            "write_bytes": self.write_bytes, "not_found": self.not_found,
+            "write_bytes": self.write_bytes, "not_found": self.not_found, "bulk_loaded": self.bulk_loaded,
             "durability": self.durability, "weaker": self.weaker,
         })
     }
@@ -202,6 +206,7 @@ impl Phase {
             peak_rss: v["peak_rss"].as_u64()?,
             write_bytes: v["write_bytes"].as_u64()?,
             not_found: v["not_found"].as_u64()?,
+            bulk_loaded: v["bulk_loaded"].as_u64()?,
             durability: v["durability"].as_str()?.into(),
             weaker: v["weaker"].as_bool()?,
         })
@@ -238,15 +243,17 @@ fn us(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1000.0
 }
 
-/// Runs one phase on `e` from `threads` threads; returns ops, seconds,
-/// latency histogram (ns) and reads that found nothing.
+/// Runs one phase on `e` from `threads` threads, for at most `max_secs`
+/// (YCSB's `maxexecutiontime`); returns ops, seconds, latency histogram
+/// (ns), reads that found nothing, and records a time-capped load left to
+/// the unmeasured bulk load.
 fn run_phase(
     e: &dyn Engine,
     phase: &str,
     a: &Args,
     ks: &Keyspace,
     round_seed: u64,
-) -> BoxResult<(u64, f64, Histogram<u64>, u64)> {
+) -> BoxResult<(u64, f64, Histogram<u64>, u64, u64)> {
     let wl = WORKLOADS.iter().find(|w| w.name == phase).copied();
     if phase != "load" && wl.is_none() {
         return Err(msg(&format!("unknown workload {phase:?} (load, a..f)")));
@@ -258,6 +265,7 @@ fn run_phase(
     let per_thread = |t: usize, total: u64| {
         total / a.threads as u64 + u64::from((t as u64) < total % a.threads as u64)
     };
+    let max = std::time::Duration::from_secs_f64(a.max_secs);
     let t0 = Instant::now();
     let results: Vec<BoxResult<(u64, Histogram<u64>, u64)>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..a.threads)
@@ -275,8 +283,11 @@ fn run_phase(
                     let mut done = 0u64;
                     match wl {
                         None => {
-                            for _ in 0..per_thread(t, a.records) {
+                            while t0.elapsed() < max {
                                 let n = ks.next.fetch_add(1, Ordering::Relaxed);
+                                if n >= a.records {
+                                    break;
+                                }
                                 let k = gen::key(n);
                                 let v = values.next(&mut rng);
                                 let s = Instant::now();
@@ -292,7 +303,10 @@ fn run_phase(
                                 Dist::Zipfian => Chooser::zipfian(space),
                                 Dist::Latest => Chooser::latest(ks.acked.load(Ordering::Relaxed)),
                             };
-                            for _ in 0..per_thread(t, a.ops) {
+                            for i in 0..per_thread(t, a.ops) {
+                                if i % 16 == 0 && t0.elapsed() >= max {
+                                    break;
+                                }
                                 let x: f64 = rng.gen();
                                 let s;
                                 if x < wl.insert {
@@ -344,6 +358,11 @@ fn run_phase(
             .collect()
     });
     let secs = t0.elapsed().as_secs_f64();
+    let bulk = if wl.is_none() {
+        bulk_load(e, a, ks)?
+    } else {
+        0
+    };
     let mut hist = Histogram::<u64>::new_with_bounds(1, LATENCY_MAX_NS, 3)?;
     let (mut ops, mut nf) = (0, 0);
     for r in results {
@@ -352,7 +371,51 @@ fn run_phase(
         nf += n;
         hist.add(&h)?;
     }
-    Ok((ops, secs, hist, nf))
+    Ok((ops, secs, hist, nf, bulk))
+}
+
+/// Loads the records a time-capped load phase did not reach, in commits
+/// of 1,000, unmeasured, so every engine runs the workloads on the same
+/// records. Returns how many.
+fn bulk_load(e: &dyn Engine, a: &Args, ks: &Keyspace) -> BoxResult<u64> {
+    let from = ks.next.load(Ordering::Relaxed).min(a.records);
+    if from >= a.records {
+        return Ok(0);
+    }
+    let rest: Vec<u64> = (from..a.records).collect();
+    let chunks: Vec<&[u64]> = rest.chunks(1000).collect();
+    let next_chunk = AtomicU64::new(0);
+    std::thread::scope(|s| -> BoxResult<()> {
+        let hs: Vec<_> = (0..a.threads)
+            .map(|t| {
+                let (chunks, next_chunk) = (&chunks, &next_chunk);
+                s.spawn(move || -> BoxResult<()> {
+                    let mut rng = SmallRng::seed_from_u64(a.seed ^ 0xB01C ^ t as u64);
+                    let values = Values::new(&mut rng, a.value_size);
+                    let mut w = e.worker()?;
+                    loop {
+                        let i = next_chunk.fetch_add(1, Ordering::Relaxed) as usize;
+                        let Some(chunk) = chunks.get(i) else {
+                            return Ok(());
+                        };
+                        let keys: Vec<Vec<u8>> = chunk.iter().map(|&n| gen::key(n)).collect();
+                        let ops: Vec<Op<'_>> = keys
+                            .iter()
+                            .map(|k| Op::Put(k, values.next(&mut rng)))
+                            .collect();
+                        w.write(&ops)?;
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().map_err(|_| msg("a loading thread panicked"))??;
+        }
+        Ok(())
+    })?;
+    ks.next.store(a.records, Ordering::Relaxed);
+    ks.acked.store(a.records, Ordering::Relaxed);
+    Ok(a.records - from)
 }
 
 /// The child process: opens `engine` in a fresh directory under `dir`,
@@ -383,7 +446,8 @@ pub fn child(a: &Args) -> BoxResult<bool> {
         for (i, p) in phases.iter().enumerate() {
             proc_stats::reset_peak_rss();
             let w0 = proc_stats::write_bytes();
-            let (ops, secs, h, nf) = run_phase(&*e, p, a, &ks, a.seed.wrapping_add(i as u64))?;
+            let (ops, secs, h, nf, bulk) =
+                run_phase(&*e, p, a, &ks, a.seed.wrapping_add(i as u64))?;
             let ph = Phase {
                 engine: name.clone(),
                 phase: p.clone(),
@@ -396,6 +460,7 @@ pub fn child(a: &Args) -> BoxResult<bool> {
                 peak_rss: proc_stats::peak_rss(),
                 write_bytes: proc_stats::write_bytes().saturating_sub(w0),
                 not_found: nf,
+                bulk_loaded: bulk,
                 durability: e.durability_note(),
                 weaker: e.weaker(),
             };
@@ -420,6 +485,7 @@ fn spawn_child(a: &Args, engine: &str) -> BoxResult<Vec<Phase>> {
         .args(["--cache-mb", &a.cache_mb.to_string()])
         .args(["--value-size", &a.value_size.to_string()])
         .args(["--seed", &a.seed.to_string()])
+        .args(["--max-secs", &a.max_secs.to_string()])
         .args(
             a.distribution
                 .map(|d| ["--distribution", d.name()])
@@ -457,6 +523,8 @@ fn median_of(v: &[Phase], f: impl Fn(&Phase) -> f64) -> f64 {
 #[derive(Clone)]
 struct Summary {
     engine: String,
+    /// Operations measured (fewer than asked where the time cap hit).
+    ops: f64,
     ops_per_sec: f64,
     p50_us: f64,
     p99_us: f64,
@@ -471,6 +539,7 @@ struct Summary {
 fn summarize(runs: &[Phase]) -> Summary {
     Summary {
         engine: runs[0].engine.clone(),
+        ops: median_of(runs, |p| p.ops as f64),
         ops_per_sec: median_of(runs, Phase::ops_per_sec),
         p50_us: median_of(runs, |p| p.p50_us),
         p99_us: median_of(runs, |p| p.p99_us),
@@ -534,8 +603,9 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 a.records, a.ops, a.threads, a.value_size, a.durability.name(), a.cache_mb, a.rounds
             );
             println!(
-                "{:<11} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}  durability",
+                "{:<11} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}  durability",
                 "engine",
+                "ops",
                 "ops/s",
                 "vs tm",
                 "p50 us",
@@ -547,8 +617,9 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             );
             for s in &sums {
                 println!(
-                    "{:<11} {:>11.0} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.0} {:>9.1} {:>10.1}  {}",
+                    "{:<11} {:>9.0} {:>11.0} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.0} {:>9.1} {:>10.1}  {}",
                     s.engine,
+                    s.ops,
                     s.ops_per_sec,
                     tm.map_or("-".into(), |t| format!("{:.2}x", s.ops_per_sec / t)),
                     s.p50_us,
@@ -600,7 +671,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         tables.push(json!({
             "phase": p,
             "engines": sums.iter().map(|s| json!({
-                "engine": s.engine, "ops_per_sec": s.ops_per_sec,
+                "engine": s.engine, "ops": s.ops, "ops_per_sec": s.ops_per_sec,
                 "ratio_to_tidemark": tm.map(|t| s.ops_per_sec / t),
                 "p50_us": s.p50_us, "p99_us": s.p99_us, "p999_us": s.p999_us, "max_us": s.max_us,
                 "peak_rss_mb": s.peak_rss_mb, "written_mb": s.written_mb,
