@@ -2,8 +2,8 @@
 //! journal entry to the OS (`PersistMode::Buffer`: survives a crash of the
 //! process) and is Write; Fsync commits a batch with
 //! `PersistMode::SyncData`; None uses manual journal persistence. Memory:
-//! the block cache (`cache_size`) = the budget, and the write buffers
-//! (memtables) limited to a quarter of it.
+//! the block cache (`cache_size`) = the budget; the write-buffer limit is
+//! left at fjall's default (its setter is deprecated in 3.x).
 
 use std::path::Path;
 
@@ -22,7 +22,6 @@ impl Fjall {
     pub fn open(dir: &Path, cfg: &Config) -> BoxResult<Self> {
         let db = Database::builder(dir)
             .cache_size(cfg.cache_bytes as u64)
-            .max_write_buffer_size(Some((cfg.cache_bytes / 4) as u64))
             .manual_journal_persist(cfg.durability == Durability::None)
             .open()?;
         let ks = db.keyspace("bench", KeyspaceCreateOptions::default)?;

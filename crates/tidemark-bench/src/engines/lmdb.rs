@@ -6,6 +6,7 @@
 //! Fsync; `NO_SYNC` for Write and None (commits write the map through the
 //! OS, which survives a crash of the process).
 
+use std::ops::Bound;
 use std::path::Path;
 
 use heed::types::Bytes;
@@ -90,7 +91,8 @@ impl Worker for LmdbWorker<'_> {
     fn scan(&mut self, start: &[u8], n: usize) -> BoxResult<usize> {
         let r = self.e.env.read_txn()?;
         let mut got = 0;
-        for kv in self.e.db.range(&r, &(start..))?.take(n) {
+        let bounds = (Bound::Included(start), Bound::Unbounded);
+        for kv in self.e.db.range(&r, &bounds)?.take(n) {
             let (k, v) = kv?;
             let _ = (k.to_vec(), v.to_vec());
             got += 1;

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, TableDefinition};
 
 use super::{Config, Durability, Engine, Op, Worker};
 use crate::BoxResult;
