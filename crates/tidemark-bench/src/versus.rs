@@ -330,6 +330,10 @@ fn read_after_sync(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
 fn ring(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     let ring: u64 = if quick { 16 << 20 } else { 100 << 20 };
     let laps: u64 = 3;
+    // Engines that fsync every commit (no lighter level) would take many
+    // minutes for the laps: each run stops at this time and reports the
+    // laps it wrote.
+    let cap = Duration::from_secs(if quick { 20 } else { 120 });
     let threads = 2;
     let mut rng_sizes = SmallRng::seed_from_u64(5);
     // Seed 000's mixed sizes: most records small, some large.
@@ -371,7 +375,7 @@ fn ring(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
                     s.spawn(move || -> BoxResult<()> {
                         let mut rng = SmallRng::seed_from_u64(t as u64 + 3);
                         let mut i = t;
-                        while written.load(Ordering::Relaxed) < ring * laps {
+                        while written.load(Ordering::Relaxed) < ring * laps && t0.elapsed() < cap {
                             let n = sizes[i % sizes.len()];
                             i += threads;
                             let mut payload = vec![0u8; n];
@@ -421,7 +425,7 @@ fn ring(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
                         let mut w = e.worker()?;
                         let mut rng = SmallRng::seed_from_u64(t as u64 + 3);
                         let mut i = t;
-                        while written.load(Ordering::Relaxed) < ring * laps {
+                        while written.load(Ordering::Relaxed) < ring * laps && t0.elapsed() < cap {
                             let n = sizes[i % sizes.len()];
                             i += threads;
                             let mut payload = vec![0u8; n];
@@ -470,6 +474,7 @@ fn ring(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     let el = t0.elapsed().as_secs_f64();
     Ok(json!({
         "ring_mb": ring as f64 / 1048576.0,
+        "laps": written.load(Ordering::Relaxed) as f64 / ring as f64,
         "inserts_per_sec": inserts.load(Ordering::Relaxed) as f64 / el,
         "mb_per_sec": written.load(Ordering::Relaxed) as f64 / 1048576.0 / el,
         "max_latency_ms": worst.load(Ordering::Relaxed) as f64 / 1e6,
@@ -719,17 +724,18 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         }
         Workload::Ring => {
             if human {
-                println!("ring buffer: 2 threads write 3 laps of a ring of {:.0} MB with seed 000's mixed record sizes", results.first().map_or(0.0, |r| f(r, "ring_mb")));
+                println!("ring buffer: 2 threads write 3 laps (or for 20 s; 120 s full) of a ring of {:.0} MB, seed 000's mixed record sizes", results.first().map_or(0.0, |r| f(r, "ring_mb")));
                 println!(
-                    "{:<16} {:>10} {:>8} {:>11} {:>9} {:>7}  how",
-                    "engine", "inserts/s", "MB/s", "max lat ms", "disk MB", "space"
+                    "{:<16} {:>10} {:>8} {:>6} {:>11} {:>9} {:>7}  how",
+                    "engine", "inserts/s", "MB/s", "laps", "max lat ms", "disk MB", "space"
                 );
                 for r in &results {
                     println!(
-                        "{:<16} {:>10.0} {:>8.1} {:>11.1} {:>9.1} {:>6.2}x  {}",
+                        "{:<16} {:>10.0} {:>8.1} {:>6.2} {:>11.1} {:>9.1} {:>6.2}x  {}",
                         r["engine"].as_str().unwrap_or("?"),
                         f(r, "inserts_per_sec"),
                         f(r, "mb_per_sec"),
+                        f(r, "laps"),
                         f(r, "max_latency_ms"),
                         f(r, "disk_mb"),
                         f(r, "space_amplification"),
@@ -737,19 +743,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                     );
                 }
             }
-            if let Some(c) = results.iter().find(|r| r["engine"] == "tidemark-capped") {
-                if let Some(best) = peers
-                    .iter()
-                    .map(|r| f(r, "inserts_per_sec"))
-                    .reduce(f64::max)
-                {
-                    targets.push(Target::at_least(
-                        "ring: tidemark capped / best peer inserts/s",
-                        f(c, "inserts_per_sec") / best,
-                        1.0,
-                    ));
-                }
-            }
+            // No target of its own in the issue: the table is the comparison.
         }
     }
     let figures = json!({ "workload_detail": a.workload.name(), "rounds": a.rounds, "engines": results, "all_runs": all });
