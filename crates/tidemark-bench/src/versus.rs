@@ -119,46 +119,39 @@ fn cache_pressure(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     };
     let e = engines::open(engine, path, &cfg)?;
     let note = e.durability_note();
-    let stop = AtomicBool::new(false);
     let done = AtomicU64::new(0);
     let worst = AtomicU64::new(0);
     let mut per_sec = Vec::new();
     let w0 = proc_stats::write_bytes();
-    std::thread::scope(|s| -> BoxResult<()> {
-        let hs: Vec<_> = (0..threads)
-            .map(|t| {
-                let (e, stop, done, worst) = (&e, &stop, &done, &worst);
-                s.spawn(move || -> BoxResult<()> {
-                    let mut w = e.worker()?;
-                    let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
-                    let mut v = [0u8; VALUE_LEN];
-                    while !stop.load(Ordering::Relaxed) {
-                        let k = random_key(&mut rng);
-                        rng.fill_bytes(&mut v);
-                        let t0 = Instant::now();
-                        w.put(&k, &v)?;
-                        worst.fetch_max(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                        done.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        let t0 = Instant::now();
-        let mut last = 0;
-        for i in 1..=secs {
-            let target = t0 + Duration::from_secs(i);
-            std::thread::sleep(target.saturating_duration_since(Instant::now()));
-            let n = done.load(Ordering::Relaxed);
-            per_sec.push(n - last);
-            last = n;
-        }
-        stop.store(true, Ordering::Relaxed);
-        for h in hs {
-            h.join().map_err(|_| msg("a writer panicked"))??;
-        }
-        Ok(())
-    })?;
+    while_running(
+        threads,
+        |t, stop| {
+            let mut w = e.worker()?;
+            let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
+            let mut v = [0u8; VALUE_LEN];
+            while !stop.load(Ordering::Relaxed) {
+                let k = random_key(&mut rng);
+                rng.fill_bytes(&mut v);
+                let t0 = Instant::now();
+                w.put(&k, &v)?;
+                worst.fetch_max(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        },
+        || {
+            // One sample a second, on the second.
+            let t0 = Instant::now();
+            let mut last = 0;
+            for i in 1..=secs {
+                let target = t0 + Duration::from_secs(i);
+                std::thread::sleep(target.saturating_duration_since(Instant::now()));
+                let n = done.load(Ordering::Relaxed);
+                per_sec.push(n - last);
+                last = n;
+            }
+        },
+    )?;
     let mut v: Vec<f64> = per_sec.iter().map(|&x| x as f64).collect();
     let median = report::median(&mut v.clone());
     let min = v.iter().copied().fold(f64::INFINITY, f64::min);
@@ -202,34 +195,24 @@ fn wal_scaling(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     }
     let mut points = Vec::new();
     for &n in counts {
-        let stop = AtomicBool::new(false);
         let done = AtomicU64::new(0);
         let t0 = Instant::now();
-        std::thread::scope(|s| -> BoxResult<()> {
-            let hs: Vec<_> = (0..n)
-                .map(|t| {
-                    let (e, stop, done) = (&e, &stop, &done);
-                    s.spawn(move || -> BoxResult<()> {
-                        let mut w = e.worker()?;
-                        let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
-                        let mut v = [0u8; VALUE_LEN];
-                        while !stop.load(Ordering::Relaxed) {
-                            let k = rng.gen_range(0..KEYS).to_be_bytes();
-                            rng.fill_bytes(&mut v);
-                            w.put(&k, &v)?;
-                            done.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            std::thread::sleep(Duration::from_secs_f64(secs));
-            stop.store(true, Ordering::Relaxed);
-            for h in hs {
-                h.join().map_err(|_| msg("a committer panicked"))??;
-            }
-            Ok(())
-        })?;
+        while_running(
+            n,
+            |t, stop| {
+                let mut w = e.worker()?;
+                let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
+                let mut v = [0u8; VALUE_LEN];
+                while !stop.load(Ordering::Relaxed) {
+                    let k = rng.gen_range(0..KEYS).to_be_bytes();
+                    rng.fill_bytes(&mut v);
+                    w.put(&k, &v)?;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            },
+            || std::thread::sleep(Duration::from_secs_f64(secs)),
+        )?;
         let el = t0.elapsed().as_secs_f64();
         points.push(
             json!({"threads": n, "commits_per_sec": done.load(Ordering::Relaxed) as f64 / el}),
@@ -273,36 +256,26 @@ fn read_after_sync(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     fill(1, 1)?;
     e.checkpoint()?;
     let read = || -> BoxResult<(f64, f64, u64)> {
-        let stop = AtomicBool::new(false);
         let reads = AtomicU64::new(0);
         let (f0, m0) = minor_major_faults();
         let t0 = Instant::now();
-        std::thread::scope(|s| -> BoxResult<()> {
-            let hs: Vec<_> = (0..threads)
-                .map(|t| {
-                    let (e, stop, reads) = (&e, &stop, &reads);
-                    s.spawn(move || -> BoxResult<()> {
-                        let mut w = e.worker()?;
-                        let mut rng = SmallRng::seed_from_u64(t as u64 + 11);
-                        let mut n = 0;
-                        while !stop.load(Ordering::Relaxed) {
-                            if w.get(&key(rng.gen_range(0..keys)))?.is_none() {
-                                return Err(msg("a loaded key is missing"));
-                            }
-                            n += 1;
-                        }
-                        reads.fetch_add(n, Ordering::Relaxed);
-                        Ok(())
-                    })
-                })
-                .collect();
-            std::thread::sleep(Duration::from_secs_f64(secs));
-            stop.store(true, Ordering::Relaxed);
-            for h in hs {
-                h.join().map_err(|_| msg("a reader panicked"))??;
-            }
-            Ok(())
-        })?;
+        while_running(
+            threads,
+            |t, stop| {
+                let mut w = e.worker()?;
+                let mut rng = SmallRng::seed_from_u64(t as u64 + 11);
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    if w.get(&key(rng.gen_range(0..keys)))?.is_none() {
+                        return Err(msg("a loaded key is missing"));
+                    }
+                    n += 1;
+                }
+                reads.fetch_add(n, Ordering::Relaxed);
+                Ok(())
+            },
+            || std::thread::sleep(Duration::from_secs_f64(secs)),
+        )?;
         let el = t0.elapsed().as_secs_f64();
         let (f1, m1) = minor_major_faults();
         let n = reads.load(Ordering::Relaxed).max(1);
@@ -327,6 +300,78 @@ fn read_after_sync(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     }))
 }
 
+/// Runs `body(thread, stop)` on `n` threads while `meanwhile` runs on
+/// this one; then raises `stop` and joins them, returning the first error.
+fn while_running<B>(n: usize, body: B, meanwhile: impl FnOnce()) -> BoxResult<()>
+where
+    B: Fn(usize, &AtomicBool) -> BoxResult<()> + Sync,
+{
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| -> BoxResult<()> {
+        let hs: Vec<_> = (0..n)
+            .map(|t| {
+                let (body, stop) = (&body, &stop);
+                s.spawn(move || body(t, stop))
+            })
+            .collect();
+        meanwhile();
+        stop.store(true, Ordering::Relaxed);
+        for h in hs {
+            h.join().map_err(|_| msg("a benchmark thread panicked"))??;
+        }
+        Ok(())
+    })
+}
+
+/// The ring workload's inserts: sizes in turn, until `bytes` were written
+/// or `cap` has passed, with the figures every engine reports.
+struct RingLoad<'a> {
+    sizes: &'a [usize],
+    bytes: u64,
+    cap: Duration,
+    t0: Instant,
+    written: AtomicU64,
+    worst: AtomicU64,
+    inserts: AtomicU64,
+}
+
+impl RingLoad<'_> {
+    /// Each of `threads` threads makes its state with `make` (a worker, a
+    /// handle), then inserts random payloads of the next sizes with
+    /// `insert`, timing each.
+    fn run<S>(
+        &self,
+        threads: usize,
+        make: impl Fn() -> BoxResult<S> + Sync,
+        insert: impl Fn(&mut S, Vec<u8>) -> BoxResult<()> + Sync,
+    ) -> BoxResult<()> {
+        while_running(
+            threads,
+            |t, _| {
+                let mut state = make()?;
+                let mut rng = SmallRng::seed_from_u64(t as u64 + 3);
+                let mut i = t;
+                while self.written.load(Ordering::Relaxed) < self.bytes
+                    && self.t0.elapsed() < self.cap
+                {
+                    let n = self.sizes[i % self.sizes.len()];
+                    i += threads;
+                    let mut payload = vec![0u8; n];
+                    rng.fill_bytes(&mut payload);
+                    let s = Instant::now();
+                    insert(&mut state, payload)?;
+                    self.worst
+                        .fetch_max(s.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    self.written.fetch_add(n as u64, Ordering::Relaxed);
+                    self.inserts.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            },
+            || {},
+        )
+    }
+}
+
 fn ring(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     let ring: u64 = if quick { 16 << 20 } else { 100 << 20 };
     let laps: u64 = 3;
@@ -346,17 +391,21 @@ fn ring(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
             }
         })
         .collect();
-    let written = AtomicU64::new(0);
-    let worst = AtomicU64::new(0);
-    let inserts = AtomicU64::new(0);
-    let t0 = Instant::now();
-    let capped = engine == "tidemark-capped";
+    let load = RingLoad {
+        sizes: &sizes,
+        bytes: ring * laps,
+        cap,
+        t0: Instant::now(),
+        written: AtomicU64::new(0),
+        worst: AtomicU64::new(0),
+        inserts: AtomicU64::new(0),
+    };
     let cfg = Config {
         cache_bytes: 64 << 20,
         durability: Durability::Write,
         threads,
     };
-    let (bytes_on_disk, note) = if capped {
+    let (bytes_on_disk, note) = if engine == "tidemark-capped" {
         let db = tidemark::Database::builder()
             .cache_size(cfg.cache_bytes)
             .statistics_log(None)
@@ -368,34 +417,19 @@ fn ring(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
                 max: None,
             }),
         )?;
-        std::thread::scope(|s| -> BoxResult<()> {
-            let hs: Vec<_> = (0..threads)
-                .map(|t| {
-                    let (c, sizes, written, worst, inserts) = (&c, &sizes, &written, &worst, &inserts);
-                    s.spawn(move || -> BoxResult<()> {
-                        let mut rng = SmallRng::seed_from_u64(t as u64 + 3);
-                        let mut i = t;
-                        while written.load(Ordering::Relaxed) < ring * laps && t0.elapsed() < cap {
-                            let n = sizes[i % sizes.len()];
-                            i += threads;
-                            let mut payload = vec![0u8; n];
-                            rng.fill_bytes(&mut payload);
-                            let doc = tidemark::bson::doc! { "p": tidemark::bson::Binary { subtype: tidemark::bson::spec::BinarySubtype::Generic, bytes: payload } };
-                            let s = Instant::now();
-                            c.insert_one_with(&doc, tidemark::Durability::Write)?;
-                            worst.fetch_max(s.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                            written.fetch_add(n as u64, Ordering::Relaxed);
-                            inserts.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            for h in hs {
-                h.join().map_err(|_| msg("an inserter panicked"))??;
-            }
-            Ok(())
-        })?;
+        load.run(
+            threads,
+            || Ok(()),
+            |_, payload| {
+                use tidemark::bson::{doc, spec::BinarySubtype, Binary};
+                let bytes = Binary {
+                    subtype: BinarySubtype::Generic,
+                    bytes: payload,
+                };
+                c.insert_one_with(&doc! { "p": bytes }, tidemark::Durability::Write)?;
+                Ok(())
+            },
+        )?;
         db.checkpoint()?;
         (
             dir_bytes(path),
@@ -416,61 +450,38 @@ fn ring(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
             live: Default::default(),
             bytes: 0,
         });
-        std::thread::scope(|s| -> BoxResult<()> {
-            let hs: Vec<_> = (0..threads)
-                .map(|t| {
-                    let (e, sizes, written, worst, inserts, fifo) =
-                        (&e, &sizes, &written, &worst, &inserts, &fifo);
-                    s.spawn(move || -> BoxResult<()> {
-                        let mut w = e.worker()?;
-                        let mut rng = SmallRng::seed_from_u64(t as u64 + 3);
-                        let mut i = t;
-                        while written.load(Ordering::Relaxed) < ring * laps && t0.elapsed() < cap {
-                            let n = sizes[i % sizes.len()];
-                            i += threads;
-                            let mut payload = vec![0u8; n];
-                            rng.fill_bytes(&mut payload);
-                            let s = Instant::now();
-                            // The key order is the commit order: the FIFO's
-                            // lock is held across the commit, as a ring's
-                            // head is.
-                            let mut guard = fifo.lock().map_err(|_| msg("fifo poisoned"))?;
-                            let f = &mut *guard;
-                            let id = f.next;
-                            let key = id.to_be_bytes();
-                            f.next += 1;
-                            f.live.push_back((id, n as u64));
-                            f.bytes += n as u64;
-                            let mut dels = Vec::new();
-                            while f.bytes > ring {
-                                let Some((k, sz)) = f.live.pop_front() else {
-                                    break;
-                                };
-                                f.bytes -= sz;
-                                dels.push(k.to_be_bytes());
-                            }
-                            let mut ops = vec![Op::Put(&key[..], &payload[..])];
-                            ops.extend(dels.iter().map(|k| Op::Delete(&k[..])));
-                            w.write(&ops)?;
-                            drop(guard);
-                            worst.fetch_max(s.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                            written.fetch_add(n as u64, Ordering::Relaxed);
-                            inserts.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            for h in hs {
-                h.join().map_err(|_| msg("an inserter panicked"))??;
-            }
-            Ok(())
-        })?;
+        load.run(
+            threads,
+            || e.worker(),
+            |w, payload| {
+                // The key order is the commit order: the FIFO's lock is
+                // held across the commit, as a ring's head is.
+                let mut guard = fifo.lock().map_err(|_| msg("fifo poisoned"))?;
+                let f = &mut *guard;
+                let id = f.next;
+                let key = id.to_be_bytes();
+                f.next += 1;
+                f.live.push_back((id, payload.len() as u64));
+                f.bytes += payload.len() as u64;
+                let mut dels = Vec::new();
+                while f.bytes > ring {
+                    let Some((k, sz)) = f.live.pop_front() else {
+                        break;
+                    };
+                    f.bytes -= sz;
+                    dels.push(k.to_be_bytes());
+                }
+                let mut ops = vec![Op::Put(&key[..], &payload[..])];
+                ops.extend(dels.iter().map(|k| Op::Delete(&k[..])));
+                w.write(&ops)
+            },
+        )?;
         e.checkpoint()?;
         let note = format!("table + deletes of the oldest, {}", e.durability_note());
         drop(e);
         (dir_bytes(path), note)
     };
+    let (t0, written, worst, inserts) = (load.t0, &load.written, &load.worst, &load.inserts);
     let el = t0.elapsed().as_secs_f64();
     Ok(json!({
         "ring_mb": ring as f64 / 1048576.0,
