@@ -207,6 +207,7 @@ struct YcsbArgs {
     /// Operations of each workload (default 1,000,000; 100,000 with --quick).
     #[arg(long)]
     ops: Option<u64>,
+    /// Client threads, each with its own worker (session, connection).
     #[arg(long, default_value_t = 2)]
     threads: usize,
     /// none, write or fsync: what every commit must survive.
@@ -218,6 +219,8 @@ struct YcsbArgs {
     /// Bytes of each record's value.
     #[arg(long, default_value_t = 1000)]
     value_size: usize,
+    /// Seed of the values and the request streams (keys are fixed by
+    /// record number).
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Longest each phase runs, seconds (YCSB's maxexecutiontime; a load
