@@ -19,15 +19,6 @@ pub struct Args {
     pub threads: usize,
 }
 
-fn minor_faults() -> u64 {
-    // getrusage is safe to call with a valid out-pointer; the libc crate
-    // exposes it as unsafe only because it is an FFI call.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is a valid, writable rusage for the call to fill.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    ru.ru_minflt as u64
-}
-
 /// Reads random hot keys from `threads` threads for `dur`; returns
 /// (reads/s, minor faults per 1,000 reads).
 fn read_phase(
@@ -38,7 +29,7 @@ fn read_phase(
 ) -> BoxResult<(f64, f64)> {
     let stop = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicU64::new(0));
-    let f0 = minor_faults();
+    let f0 = crate::engines::proc_stats::page_faults().0;
     let t0 = Instant::now();
     let hs: Vec<_> = (0..threads)
         .map(|i| {
@@ -64,7 +55,7 @@ fn read_phase(
         h.join().map_err(|_| crate::msg("reader panicked"))??;
     }
     let el = t0.elapsed().as_secs_f64();
-    let faults = minor_faults() - f0;
+    let faults = crate::engines::proc_stats::page_faults().0 - f0;
     let n = reads.load(Ordering::Relaxed) as f64;
     Ok((n / el, 1000.0 * faults as f64 / n.max(1.0)))
 }

@@ -221,17 +221,6 @@ fn wal_scaling(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     Ok(json!({ "points": points, "durability": e.durability_note(), "weaker": e.weaker() }))
 }
 
-fn minor_major_faults() -> (u64, u64) {
-    let mut ru: libc::rusage = proc_stats::zeroed_rusage();
-    // SAFETY: `ru` is a valid, writable rusage; RUSAGE_SELF is valid.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    if rc == 0 {
-        (ru.ru_minflt as u64, ru.ru_majflt as u64)
-    } else {
-        (0, 0)
-    }
-}
-
 fn read_after_sync(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     let threads = 2;
     let keys: u64 = if quick { 100_000 } else { 200_000 };
@@ -257,7 +246,7 @@ fn read_after_sync(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     e.checkpoint()?;
     let read = || -> BoxResult<(f64, f64, u64)> {
         let reads = AtomicU64::new(0);
-        let (f0, m0) = minor_major_faults();
+        let (f0, m0) = proc_stats::page_faults();
         let t0 = Instant::now();
         while_running(
             threads,
@@ -277,7 +266,7 @@ fn read_after_sync(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
             || std::thread::sleep(Duration::from_secs_f64(secs)),
         )?;
         let el = t0.elapsed().as_secs_f64();
-        let (f1, m1) = minor_major_faults();
+        let (f1, m1) = proc_stats::page_faults();
         let n = reads.load(Ordering::Relaxed).max(1);
         Ok((n as f64 / el, (f1 - f0) as f64 * 1000.0 / n as f64, m1 - m0))
     };

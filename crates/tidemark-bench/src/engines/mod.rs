@@ -195,10 +195,17 @@ pub mod proc_stats {
         };
         field("write_bytes:").saturating_sub(field("cancelled_write_bytes:"))
     }
-    /// An all-zero rusage for getrusage to fill.
-    pub fn zeroed_rusage() -> libc::rusage {
+    /// Minor and major page faults of this process so far (0, 0 if
+    /// getrusage fails).
+    pub fn page_faults() -> (u64, u64) {
         // SAFETY: rusage is a plain C struct of integers, for which all-zero
         // bytes are a valid value.
-        unsafe { std::mem::zeroed() }
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is a valid, writable rusage; RUSAGE_SELF is valid.
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0 {
+            (ru.ru_minflt as u64, ru.ru_majflt as u64)
+        } else {
+            (0, 0)
+        }
     }
 }
