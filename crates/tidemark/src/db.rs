@@ -597,7 +597,7 @@ impl Database {
     ) -> Result<T> {
         let e = self.engine();
         e.pager.check_writable()?;
-        e.pool.help_if_over_trigger(&e.pager);
+        e.pool.help_if_over_trigger(&e.pager, 0);
         let (ticket, out) = {
             let _in = e.gate.enter();
             let _held = match stripes {

@@ -324,9 +324,9 @@ impl BufferPool {
     }
 
     /// Takes a free frame, evicting if there is none. Application threads
-    /// that find usage above a trigger first evict one page themselves.
+    /// that would take usage above a trigger first evict one page themselves.
     fn acquire_frame(&self, pager: &Pager) -> Result<u32> {
-        self.help_if_over_trigger(pager);
+        self.help_if_over_trigger(pager, 1);
         let mut waited: Option<Instant> = None;
         loop {
             if let Some(fi) = self.free.pop() {
@@ -368,10 +368,12 @@ impl BufferPool {
         }
     }
 
-    /// When usage or dirty pages are above their trigger, the calling
-    /// application thread evicts one page (bounded work) before going on.
-    pub(crate) fn help_if_over_trigger(&self, pager: &Pager) {
-        let used = self.used.load(Ordering::Relaxed);
+    /// When usage (after taking `incoming` more frames) or dirty pages are
+    /// above their trigger, the calling application thread evicts one page
+    /// (bounded work) before going on. Helping before a frame is taken, not
+    /// after, keeps usage at the trigger rather than a page past it.
+    pub(crate) fn help_if_over_trigger(&self, pager: &Pager, incoming: usize) {
+        let used = self.used.load(Ordering::Relaxed) + incoming;
         let dirty = self.dirty.load(Ordering::Relaxed);
         if used <= self.cfg.trigger && dirty <= self.cfg.dirty_trigger {
             return;
