@@ -12,6 +12,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 
 use crate::btree::node::MAX_KEY_SIZE;
+use crate::btree::ScanHint;
 use crate::cache::{self, PoolConfig, MIN_FRAMES};
 use crate::checkpoint::{self, CheckpointInfo};
 use crate::engine::{decode_root, Engine, CATALOG_ROOT};
@@ -597,7 +598,7 @@ impl Database {
     ) -> Result<T> {
         let e = self.engine();
         e.pager.check_writable()?;
-        e.pool.help_if_over_trigger(&e.pager, 0);
+        e.pool.help_if_over_trigger(&e.pager);
         let (ticket, out) = {
             let _in = e.gate.enter();
             let _held = match stripes {
@@ -1080,6 +1081,7 @@ impl Table {
             back_done: false,
             last_front: None,
             last_back: None,
+            hint: ScanHint::default(),
         }
     }
 
@@ -1103,6 +1105,8 @@ pub struct Range {
     back_done: bool,
     last_front: Option<Vec<u8>>,
     last_back: Option<Vec<u8>>,
+    /// The front's place in the tree between leaves.
+    hint: ScanHint,
 }
 
 impl Range {
@@ -1117,12 +1121,11 @@ impl Range {
     fn refill_front(&mut self) -> Result<()> {
         while self.front.is_empty() && !self.front_done {
             let from = self.lo.clone();
-            let batch = self
-                .table
-                .db
-                .engine()
-                .tree(self.table.root)
-                .fetch_forward(&self.lo, &self.hi);
+            let batch = self.table.db.engine().tree(self.table.root).fetch_forward(
+                &self.lo,
+                &self.hi,
+                &mut self.hint,
+            );
             let batch = self.table.map_dropped(batch)?;
             if let Some((k, _)) = batch.entries.last() {
                 self.lo = Bound::Excluded(k.clone());
@@ -1196,7 +1199,10 @@ impl Iterator for Range {
             self.front_done = true;
             return None;
         }
-        self.last_front = Some(k.clone());
+        // Reuses the buffer: no allocation per entry.
+        let last = self.last_front.get_or_insert_with(Vec::new);
+        last.clear();
+        last.extend_from_slice(&k);
         Some(Ok((k, v)))
     }
 }
@@ -1214,7 +1220,10 @@ impl DoubleEndedIterator for Range {
             self.back_done = true;
             return None;
         }
-        self.last_back = Some(k.clone());
+        // Reuses the buffer: no allocation per entry.
+        let last = self.last_back.get_or_insert_with(Vec::new);
+        last.clear();
+        last.extend_from_slice(&k);
         Some(Ok((k, v)))
     }
 }

@@ -214,6 +214,9 @@ impl Engine {
             Ok(())
         })?;
         self.tree(CATALOG_ROOT).delete(name, None)?;
+        // No scan can latch the freed pages any more: the table is gone
+        // from the catalog and every stripe is held.
+        self.pager.shape_changed();
         for p in pages {
             self.pool.discard(&self.pager, p)?;
             self.pager.free_pid(p);

@@ -91,6 +91,11 @@ pub(crate) struct Pager {
     closed: AtomicBool,
     stop_reason: Mutex<String>,
     pub(crate) counters: PagerCounters,
+    /// Bumped by every change of a tree's shape (a split, an unlinked
+    /// leaf, a dropped table) while the changed branch is latched
+    /// exclusively, so a scan that remembered its place in a branch can
+    /// tell whether that place still holds (see [`crate::btree::ScanHint`]).
+    pub(crate) shape_changes: AtomicU64,
 }
 
 struct PidFree {
@@ -133,7 +138,14 @@ impl Pager {
             closed: AtomicBool::new(false),
             stop_reason: Mutex::new(String::new()),
             counters: PagerCounters::default(),
+            shape_changes: AtomicU64::new(0),
         }
+    }
+
+    /// Records a change of some tree's shape. Call while holding exclusive
+    /// the branch (or root) whose children change.
+    pub(crate) fn shape_changed(&self) {
+        self.shape_changes.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Blocks the data file has room for, preallocated ones included.

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use super::{Config, Durability, Engine, Op, Worker};
+use super::{copy_out, Config, Durability, Engine, Op, Worker};
 use crate::BoxResult;
 
 pub struct Fjall {
@@ -70,13 +70,14 @@ impl Worker for FjallWorker<'_> {
         Ok(())
     }
     fn get(&mut self, key: &[u8]) -> BoxResult<Option<usize>> {
-        Ok(self.e.ks.get(key)?.map(|v| v.to_vec().len()))
+        Ok(self.e.ks.get(key)?.map(|v| copy_out(&v)))
     }
     fn scan(&mut self, start: &[u8], n: usize) -> BoxResult<usize> {
         let mut got = 0;
         for g in self.e.ks.range(start..).take(n) {
             let (k, v) = g.into_inner()?;
-            let _ = (k.to_vec(), v.to_vec());
+            copy_out(&k);
+            copy_out(&v);
             got += 1;
         }
         Ok(got)

@@ -77,6 +77,22 @@ pub enum Op<'a> {
     Delete(&'a [u8]),
 }
 
+/// Copies `bytes` out, as a caller keeping a read's result would, and
+/// returns the length. `black_box` keeps the optimiser from removing the
+/// copy: an allocation whose contents are never used can otherwise be
+/// elided, which would let an engine that lends out borrowed slices skip
+/// work that every engine returning owned bytes must do.
+#[cfg(any(
+    feature = "peer-rocksdb",
+    feature = "peer-lmdb",
+    feature = "peer-redb",
+    feature = "peer-fjall",
+    feature = "peer-sled"
+))]
+pub(crate) fn copy_out(bytes: &[u8]) -> usize {
+    std::hint::black_box(bytes.to_vec()).len()
+}
+
 /// Per-thread handle on an engine.
 pub trait Worker {
     /// One commit of one put.

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use redb::{Database, ReadableDatabase, TableDefinition};
 
-use super::{Config, Durability, Engine, Op, Worker};
+use super::{copy_out, Config, Durability, Engine, Op, Worker};
 use crate::BoxResult;
 
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("bench");
@@ -84,7 +84,7 @@ impl Worker for RedbWorker<'_> {
     fn get(&mut self, key: &[u8]) -> BoxResult<Option<usize>> {
         let r = self.e.db.begin_read()?;
         let t = r.open_table(TABLE)?;
-        Ok(t.get(key)?.map(|v| v.value().to_vec().len()))
+        Ok(t.get(key)?.map(|v| copy_out(v.value())))
     }
     fn scan(&mut self, start: &[u8], n: usize) -> BoxResult<usize> {
         let r = self.e.db.begin_read()?;
@@ -92,7 +92,8 @@ impl Worker for RedbWorker<'_> {
         let mut got = 0;
         for kv in t.range(start..)?.take(n) {
             let (k, v) = kv?;
-            let _ = (k.value().to_vec(), v.value().to_vec());
+            copy_out(k.value());
+            copy_out(v.value());
             got += 1;
         }
         Ok(got)

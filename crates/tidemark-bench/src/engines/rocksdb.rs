@@ -9,7 +9,7 @@ use std::path::Path;
 
 use rocksdb::{BlockBasedOptions, Cache, IteratorMode, Options, WriteBatch, WriteOptions, DB};
 
-use super::{Config, Durability, Engine, Op, Worker};
+use super::{copy_out, Config, Durability, Engine, Op, Worker};
 use crate::BoxResult;
 
 pub struct Rocks {
@@ -82,7 +82,7 @@ impl Worker for RocksWorker<'_> {
         Ok(())
     }
     fn get(&mut self, key: &[u8]) -> BoxResult<Option<usize>> {
-        Ok(self.e.db.get_pinned(key)?.map(|v| v.to_vec().len()))
+        Ok(self.e.db.get_pinned(key)?.map(|v| copy_out(&v)))
     }
     fn scan(&mut self, start: &[u8], n: usize) -> BoxResult<usize> {
         let mut got = 0;
@@ -92,7 +92,8 @@ impl Worker for RocksWorker<'_> {
             .iterator(IteratorMode::From(start, rocksdb::Direction::Forward));
         for kv in it.take(n) {
             let (k, v) = kv?;
-            let _ = (k.to_vec(), v.to_vec());
+            copy_out(&k);
+            copy_out(&v);
             got += 1;
         }
         Ok(got)

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use super::{Config, Durability, Engine, Op, Worker};
+use super::{copy_out, Config, Durability, Engine, Op, Worker};
 use crate::BoxResult;
 
 pub struct Sled {
@@ -75,13 +75,14 @@ impl Worker for SledWorker<'_> {
         Ok(())
     }
     fn get(&mut self, key: &[u8]) -> BoxResult<Option<usize>> {
-        Ok(self.e.db.get(key)?.map(|v| v.to_vec().len()))
+        Ok(self.e.db.get(key)?.map(|v| copy_out(&v)))
     }
     fn scan(&mut self, start: &[u8], n: usize) -> BoxResult<usize> {
         let mut got = 0;
         for kv in self.e.db.range(start..).take(n) {
             let (k, v) = kv?;
-            let _ = (k.to_vec(), v.to_vec());
+            copy_out(&k);
+            copy_out(&v);
             got += 1;
         }
         Ok(got)

@@ -16,6 +16,7 @@ pub(crate) mod node;
 pub(crate) mod overflow;
 
 use std::ops::Bound;
+use std::sync::atomic::Ordering;
 
 use crate::cache::{BufferPool, PageRead, PageWrite};
 use crate::error::{Error, Result};
@@ -61,6 +62,25 @@ pub(crate) struct LeafBatch {
     /// for a backward fetch: this leaf's lowest possible key. `None` at the
     /// end of the tree.
     pub(crate) fence: Option<Vec<u8>>,
+}
+
+/// Where a forward scan is, between two calls of [`Tree::fetch_forward`].
+#[derive(Default)]
+pub(crate) struct ScanHint {
+    parent: Option<ScanPlace>,
+}
+
+struct ScanPlace {
+    /// The branch (level 1) above the leaf last read.
+    pid: u64,
+    /// Its child to read next.
+    next: usize,
+    /// [`Pager::shape_changes`] when the branch was read.
+    shapes: u64,
+    /// The branch's own fence: the lowest key after its last child.
+    upper: Option<Vec<u8>>,
+    /// The fence the last call returned: the next call must start there.
+    fence: Vec<u8>,
 }
 
 pub(crate) struct Tree<'a> {
@@ -299,6 +319,9 @@ impl<'a> Tree<'a> {
         mut pending: Vec<u8>,
         mut replace: bool,
     ) -> Result<()> {
+        // `path` holds the leaf's parent (it must take a separator), and
+        // scans check the count under that parent's latch.
+        self.pager.shape_changed();
         loop {
             if path.is_empty() {
                 // `cur` is the root: move its content into a new child and
@@ -421,6 +444,8 @@ impl<'a> Tree<'a> {
             if page::count(cw.bytes()) != 0 || page::count(g.bytes()) == 0 {
                 return Ok(());
             }
+            // Under the parent's exclusive latch, as scans expect.
+            self.pager.shape_changed();
             let b = g.bytes_mut()?;
             if idx == 0 {
                 // The next child becomes the leftmost: it takes the keys
@@ -442,32 +467,33 @@ impl<'a> Tree<'a> {
     }
 
     /// Entries of the leaf holding the lowest keys within `lo`, up to `hi`.
+    ///
+    /// `hint` carries a forward scan's place from one call to the next: the
+    /// branch above the leaf just read and the index of the next child.
+    /// When `lo` starts at the fence that call returned and no tree changed
+    /// shape since, the next leaf is found under that branch alone, without
+    /// descending from the root again.
     pub(crate) fn fetch_forward(
         &self,
         lo: &Bound<Vec<u8>>,
         hi: &Bound<Vec<u8>>,
+        hint: &mut ScanHint,
     ) -> Result<LeafBatch> {
-        let mut fence: Option<Vec<u8>> = None;
-        let leaf = self.descend_shared(|b| {
-            let idx = match lo {
-                Bound::Unbounded => 0,
-                Bound::Included(k) | Bound::Excluded(k) => node::child_index(b, k),
-            };
-            if idx < page::count(b) {
-                fence = Some(node::key(b, idx).to_vec());
-            }
-            idx
-        })?;
+        let (leaf, mut fence) = match self.next_leaf(lo, hint)? {
+            Some(found) => found,
+            None => self.descend_forward(lo, hint)?,
+        };
         let b = leaf.bytes();
         let start = match lo {
             Bound::Unbounded => 0,
             Bound::Included(k) => node::search(b, k).unwrap_or_else(|i| i),
             Bound::Excluded(k) => node::search(b, k).map_or_else(|i| i, |i| i + 1),
         };
-        let mut entries = Vec::new();
+        let mut entries = Vec::with_capacity(page::count(b).saturating_sub(start));
         for i in start..page::count(b) {
             let k = node::key(b, i);
             if !in_upper(k, hi) {
+                hint.parent = None;
                 return Ok(LeafBatch {
                     entries,
                     fence: None,
@@ -478,7 +504,80 @@ impl<'a> Tree<'a> {
         if fence.as_ref().is_some_and(|f| !in_upper(f, hi)) {
             fence = None;
         }
+        match (&fence, hint.parent.as_mut()) {
+            (Some(f), Some(p)) => p.fence = f.clone(),
+            _ => hint.parent = None,
+        }
         Ok(LeafBatch { entries, fence })
+    }
+
+    /// The leaf after the one `hint` last returned, found under the branch
+    /// it remembers; `None` when that does not apply or no longer holds.
+    fn next_leaf(
+        &self,
+        lo: &Bound<Vec<u8>>,
+        hint: &mut ScanHint,
+    ) -> Result<Option<(PageRead<'a>, Option<Vec<u8>>)>> {
+        let Some(p) = hint.parent.as_mut() else {
+            return Ok(None);
+        };
+        if !matches!(lo, Bound::Included(k) if *k == p.fence) {
+            return Ok(None);
+        }
+        let g = self.pool.fix_shared(self.pager, p.pid)?;
+        // Every shape change is counted while the branch whose children it
+        // changes is latched exclusively: an equal count under our latch
+        // means this branch still has the children it had.
+        if self.pager.shape_changes.load(Ordering::Acquire) != p.shapes {
+            return Ok(None);
+        }
+        let b = g.bytes();
+        if node::is_leaf(b) || page::level(b) != 1 || p.next > page::count(b) {
+            return Ok(None);
+        }
+        let c = node::child(b, p.next);
+        let leaf = self.pool.fix_shared(self.pager, c)?;
+        check_child_level(b, leaf.bytes(), c)?;
+        let fence = if p.next < page::count(b) {
+            Some(node::key(b, p.next).to_vec())
+        } else {
+            p.upper.clone()
+        };
+        p.next += 1;
+        Ok(Some((leaf, fence)))
+    }
+
+    /// Descends from the root to the leaf holding the lowest keys within
+    /// `lo`; returns it with its fence, and remembers its parent in `hint`.
+    fn descend_forward(
+        &self,
+        lo: &Bound<Vec<u8>>,
+        hint: &mut ScanHint,
+    ) -> Result<(PageRead<'a>, Option<Vec<u8>>)> {
+        let mut fence: Option<Vec<u8>> = None;
+        hint.parent = None;
+        let shapes = &self.pager.shape_changes;
+        let leaf = self.descend_shared(|b| {
+            let idx = match lo {
+                Bound::Unbounded => 0,
+                Bound::Included(k) | Bound::Excluded(k) => node::child_index(b, k),
+            };
+            if page::level(b) == 1 {
+                hint.parent = Some(ScanPlace {
+                    pid: page::id(b),
+                    next: idx + 1,
+                    // Read under this branch's latch, as `next_leaf` does.
+                    shapes: shapes.load(Ordering::Acquire),
+                    upper: fence.clone(),
+                    fence: Vec::new(),
+                });
+            }
+            if idx < page::count(b) {
+                fence = Some(node::key(b, idx).to_vec());
+            }
+            idx
+        })?;
+        Ok((leaf, fence))
     }
 
     /// Entries of the leaf holding the highest keys within `hi`, down to

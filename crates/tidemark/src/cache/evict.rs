@@ -28,7 +28,10 @@ pub(crate) fn evict_one(
     for _ in 0..max_examine {
         let i = pool.hand.fetch_add(1, Ordering::Relaxed) % n;
         let frame = &pool.frames[i];
-        if frame.referenced.swap(false, Ordering::Relaxed) {
+        // Read first: most frames are not referenced, and a plain load
+        // leaves their cache line shared with the readers.
+        if frame.referenced.load(Ordering::Relaxed) {
+            frame.referenced.store(false, Ordering::Relaxed);
             pool.counters.examined.fetch_add(1, Ordering::Relaxed);
             continue;
         }

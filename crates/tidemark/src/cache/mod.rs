@@ -63,9 +63,23 @@ pub(crate) struct FrameData {
     pub(crate) buf: Vec<u8>,
 }
 
+/// Aligned to 128 bytes (two cache lines, which x86 prefetches as a pair)
+/// so that readers latching one hot frame, such as a root, do not make the
+/// line of a neighbouring frame bounce between cores.
+#[repr(align(128))]
 pub(crate) struct Frame {
     pub(crate) latch: RwLock<FrameData>,
     referenced: AtomicBool,
+}
+
+impl Frame {
+    /// Marks the frame recently used. Hot frames are already marked, and
+    /// a load costs no ownership of the cache line where a store would.
+    fn touch(&self) {
+        if !self.referenced.load(Ordering::Relaxed) {
+            self.referenced.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Thresholds, already converted to frame counts.
@@ -219,7 +233,7 @@ impl BufferPool {
             let frame = &self.frames[f as usize];
             let g = frame.latch.read();
             if g.state == FrameState::Page && g.pid == pid {
-                frame.referenced.store(true, Ordering::Relaxed);
+                frame.touch();
                 #[cfg(loom)]
                 let g = ReadLatch::Shared(g);
                 return Ok(PageRead { g });
@@ -244,7 +258,7 @@ impl BufferPool {
             let frame = &self.frames[f as usize];
             let g = frame.latch.write();
             if g.state == FrameState::Page && g.pid == pid {
-                frame.referenced.store(true, Ordering::Relaxed);
+                frame.touch();
                 return Ok(PageWrite {
                     g,
                     pool: self,
@@ -323,10 +337,14 @@ impl BufferPool {
         self.release_frame(fi, g);
     }
 
-    /// Takes a free frame, evicting if there is none. Application threads
-    /// that would take usage above a trigger first evict one page themselves.
+    /// Takes a free frame, evicting if there is none. An application thread
+    /// that would take usage above a trigger first evicts a page itself and
+    /// takes that page's frame, which leaves usage where it was.
     fn acquire_frame(&self, pager: &Pager) -> Result<u32> {
-        self.help_if_over_trigger(pager, 1);
+        if let Some(fi) = self.help(pager, 1) {
+            self.prepare(fi);
+            return Ok(fi);
+        }
         let mut waited: Option<Instant> = None;
         loop {
             if let Some(fi) = self.free.pop() {
@@ -368,27 +386,38 @@ impl BufferPool {
         }
     }
 
-    /// When usage (after taking `incoming` more frames) or dirty pages are
-    /// above their trigger, the calling application thread evicts one page
-    /// (bounded work) before going on. Helping before a frame is taken, not
-    /// after, keeps usage at the trigger rather than a page past it.
-    pub(crate) fn help_if_over_trigger(&self, pager: &Pager, incoming: usize) {
+    /// When usage or dirty pages are above their trigger, the calling
+    /// application thread evicts one page (bounded work) before going on.
+    pub(crate) fn help_if_over_trigger(&self, pager: &Pager) {
+        if let Some(fi) = self.help(pager, 0) {
+            let g = self.frames[fi as usize].latch.write();
+            self.release_frame(fi, g);
+        }
+    }
+
+    /// Evicts one page (at most [`evict::APP_EXAMINE_MAX`] frames examined)
+    /// if usage after taking `incoming` more frames, or the dirty pages,
+    /// would be above their trigger. Returns the emptied frame, still
+    /// counted as used; `None` if nothing was needed or found.
+    fn help(&self, pager: &Pager, incoming: usize) -> Option<u32> {
         let used = self.used.load(Ordering::Relaxed) + incoming;
         let dirty = self.dirty.load(Ordering::Relaxed);
         if used <= self.cfg.trigger && dirty <= self.cfg.dirty_trigger {
-            return;
+            return None;
         }
         self.wake_workers();
         let t = Instant::now();
         let dirty_only = used <= self.cfg.trigger;
-        if let Ok(Some(fi)) = evict::evict_one(self, pager, dirty_only, evict::APP_EXAMINE_MAX) {
-            let g = self.frames[fi as usize].latch.write();
-            self.release_frame(fi, g);
-            self.counters.app_evictions.fetch_add(1, Ordering::Relaxed);
-            self.counters
-                .app_eviction_ns
-                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        }
+        // A failed write-out is counted by `evict_one`; the operation goes
+        // on, and the next eviction of that page reports it again.
+        let fi = evict::evict_one(self, pager, dirty_only, evict::APP_EXAMINE_MAX)
+            .ok()
+            .flatten()?;
+        self.counters.app_evictions.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .app_eviction_ns
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Some(fi)
     }
 
     pub(crate) fn wake_workers(&self) {
