@@ -86,7 +86,7 @@ impl Worker for LmdbWorker<'_> {
     fn get(&mut self, key: &[u8]) -> BoxResult<Option<usize>> {
         let r = self.e.env.read_txn()?;
         // Copied out, as every other engine's read is.
-        Ok(self.e.db.get(&r, key)?.map(|v| copy_out(&v)))
+        Ok(self.e.db.get(&r, key)?.map(copy_out))
     }
     fn scan(&mut self, start: &[u8], n: usize) -> BoxResult<usize> {
         let r = self.e.env.read_txn()?;
@@ -94,8 +94,8 @@ impl Worker for LmdbWorker<'_> {
         let bounds = (Bound::Included(start), Bound::Unbounded);
         for kv in self.e.db.range(&r, &bounds)?.take(n) {
             let (k, v) = kv?;
-            copy_out(&k);
-            copy_out(&v);
+            copy_out(k);
+            copy_out(v);
             got += 1;
         }
         Ok(got)

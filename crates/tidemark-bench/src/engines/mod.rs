@@ -87,7 +87,8 @@ pub enum Op<'a> {
     feature = "peer-lmdb",
     feature = "peer-redb",
     feature = "peer-fjall",
-    feature = "peer-sled"
+    feature = "peer-sled",
+    feature = "peer-wiredtiger"
 ))]
 pub(crate) fn copy_out(bytes: &[u8]) -> usize {
     std::hint::black_box(bytes.to_vec()).len()

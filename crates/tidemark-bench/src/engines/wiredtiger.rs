@@ -16,7 +16,7 @@
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
 
-use super::{Config, Durability, Engine, Op, Worker};
+use super::{copy_out, Config, Durability, Engine, Op, Worker};
 use crate::{msg, BoxResult};
 
 #[repr(C)]
@@ -55,19 +55,44 @@ extern "C" {
         c: *mut Cursor,
         k: *const c_void,
         kl: usize,
-        buf: *mut c_void,
-        cap: usize,
-        len: *mut usize,
+        visit: Visit,
+        ctx: *mut c_void,
     ) -> c_int;
     fn tmwt_scan(
         c: *mut Cursor,
         k: *const c_void,
         kl: usize,
         n: usize,
-        buf: *mut c_void,
-        cap: usize,
+        visit: Visit,
+        ctx: *mut c_void,
         got: *mut usize,
     ) -> c_int;
+}
+
+/// What the shim calls with each pair it reads.
+type Visit = extern "C" fn(*mut c_void, *const c_void, usize, *const c_void, usize);
+
+/// Copies a pair out, as every engine's read does (see `copy_out`), and
+/// stores the value's length in the `usize` behind `ctx`.
+extern "C" fn copy_pair(
+    ctx: *mut c_void,
+    k: *const c_void,
+    kl: usize,
+    v: *const c_void,
+    vl: usize,
+) {
+    // SAFETY: the shim passes WiredTiger's item buffers, valid for kl and
+    // vl bytes until its next cursor call (k is null only when kl is 0),
+    // and ctx is the `&mut usize` the caller gave it for this call.
+    unsafe {
+        if kl > 0 {
+            copy_out(std::slice::from_raw_parts(k.cast::<u8>(), kl));
+        }
+        if vl > 0 {
+            copy_out(std::slice::from_raw_parts(v.cast::<u8>(), vl));
+        }
+        *ctx.cast::<usize>() = vl;
+    }
 }
 
 const URI: &CStr = c"table:bench";
@@ -141,12 +166,7 @@ impl WiredTiger {
             unsafe { tmwt_session(self.conn, URI.as_ptr(), &mut s, &mut c) },
             "open_session",
         )?;
-        Ok(WtWorker {
-            _e: self,
-            s,
-            c,
-            buf: vec![0; 1 << 16],
-        })
+        Ok(WtWorker { _e: self, s, c })
     }
 }
 
@@ -182,7 +202,6 @@ struct WtWorker<'a> {
     _e: &'a WiredTiger,
     s: *mut Session,
     c: *mut Cursor,
-    buf: Vec<u8>,
 }
 
 impl Drop for WtWorker<'_> {
@@ -245,16 +264,15 @@ impl Worker for WtWorker<'_> {
     }
     fn get(&mut self, key: &[u8]) -> BoxResult<Option<usize>> {
         let mut len = 0usize;
-        // SAFETY: cursor open and owned; key valid for the call; buf is
-        // writable for buf.len() bytes and the shim copies at most that.
+        // SAFETY: cursor open and owned; key valid for the call; the shim
+        // calls copy_pair at most once, with `len` as its context.
         let ret = unsafe {
             tmwt_get(
                 self.c,
                 key.as_ptr().cast(),
                 key.len(),
-                self.buf.as_mut_ptr().cast(),
-                self.buf.len(),
-                &mut len,
+                copy_pair,
+                (&mut len as *mut usize).cast(),
             )
         };
         // SAFETY: returns a constant.
@@ -265,7 +283,7 @@ impl Worker for WtWorker<'_> {
         Ok(Some(len))
     }
     fn scan(&mut self, start: &[u8], n: usize) -> BoxResult<usize> {
-        let mut got = 0usize;
+        let (mut got, mut last_len) = (0usize, 0usize);
         // SAFETY: as in get.
         let ret = unsafe {
             tmwt_scan(
@@ -273,8 +291,8 @@ impl Worker for WtWorker<'_> {
                 start.as_ptr().cast(),
                 start.len(),
                 n,
-                self.buf.as_mut_ptr().cast(),
-                self.buf.len(),
+                copy_pair,
+                (&mut last_len as *mut usize).cast(),
                 &mut got,
             )
         };

@@ -7,6 +7,9 @@
 #include <string.h>
 #include <wiredtiger.h>
 
+/* Receives one pair read (key NULL and kl 0 for a point read). */
+typedef void (*tmwt_visit)(void *ctx, const void *k, size_t kl, const void *v, size_t vl);
+
 int tmwt_notfound(void) { return WT_NOTFOUND; }
 int tmwt_rollback(void) { return WT_ROLLBACK; }
 const char *tmwt_strerror(int err) { return wiredtiger_strerror(err); }
@@ -68,8 +71,9 @@ int tmwt_remove(WT_CURSOR *c, const void *k, size_t kl) {
     return ret;
 }
 
-/* Copies the value of `k` into buf (up to cap bytes); *len = its length. */
-int tmwt_get(WT_CURSOR *c, const void *k, size_t kl, void *buf, size_t cap, size_t *len) {
+/* Hands the value of `k` to visit (key NULL), which copies it out as
+ * every engine's read does; *len = its length. */
+int tmwt_get(WT_CURSOR *c, const void *k, size_t kl, tmwt_visit visit, void *ctx) {
     WT_ITEM key, value;
     memset(&key, 0, sizeof(key));
     key.data = k;
@@ -78,16 +82,14 @@ int tmwt_get(WT_CURSOR *c, const void *k, size_t kl, void *buf, size_t cap, size
     int ret = c->search(c);
     if (ret == 0)
         ret = c->get_value(c, &value);
-    if (ret == 0) {
-        *len = value.size;
-        memcpy(buf, value.data, value.size < cap ? value.size : cap);
-    }
+    if (ret == 0)
+        visit(ctx, NULL, 0, value.data, value.size);
     (void)c->reset(c);
     return ret;
 }
 
-/* Reads up to n pairs from the first key >= k, copying each into buf. */
-int tmwt_scan(WT_CURSOR *c, const void *k, size_t kl, size_t n, void *buf, size_t cap, size_t *got) {
+/* Hands up to n pairs from the first key >= k to visit, in key order. */
+int tmwt_scan(WT_CURSOR *c, const void *k, size_t kl, size_t n, tmwt_visit visit, void *ctx, size_t *got) {
     WT_ITEM key, kk, vv;
     int exact = 0, ret;
     memset(&key, 0, sizeof(key));
@@ -101,8 +103,7 @@ int tmwt_scan(WT_CURSOR *c, const void *k, size_t kl, size_t n, void *buf, size_
     while (ret == 0 && *got < n) {
         if ((ret = c->get_key(c, &kk)) != 0 || (ret = c->get_value(c, &vv)) != 0)
             break;
-        memcpy(buf, kk.data, kk.size < cap ? kk.size : cap);
-        memcpy(buf, vv.data, vv.size < cap ? vv.size : cap);
+        visit(ctx, kk.data, kk.size, vv.data, vv.size);
         (*got)++;
         if (*got < n)
             ret = c->next(c);
