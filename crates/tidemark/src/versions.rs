@@ -386,6 +386,18 @@ impl Versions {
             Bound::Excluded(k) => Bound::Excluded(compose(table, k)),
             Bound::Unbounded => Bound::Excluded(table_end(table)),
         };
+        // An empty or inverted interval holds nothing; BTreeMap::range
+        // would panic on some of them (a user may ask for `b"m"..b"a"`).
+        let empty = match (&lo, &hi) {
+            (Bound::Included(l), Bound::Included(h)) => l > h,
+            (Bound::Included(l) | Bound::Excluded(l), Bound::Included(h) | Bound::Excluded(h)) => {
+                l >= h
+            }
+            _ => false,
+        };
+        if empty {
+            return Vec::new();
+        }
         let mut out = Vec::new();
         let bounds = (
             lo.as_ref().map(Vec::as_slice),

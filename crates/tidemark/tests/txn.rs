@@ -676,3 +676,41 @@ mod model {
         }
     }
 }
+
+/// Empty and inverted ranges are empty, also while a snapshot keeps
+/// versions (the versions' own range must not be asked for an inverted
+/// interval).
+#[test]
+fn empty_and_inverted_ranges_are_empty_while_versions_are_kept() {
+    use std::ops::Bound::{Excluded, Included};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let t = db.table("t").unwrap();
+    for k in [b"a", b"c", b"m", b"x"] {
+        t.put(k, b"1").unwrap();
+    }
+    let snap = db.begin_read();
+    for k in [b"a", b"c", b"m", b"x"] {
+        t.put(k, b"2").unwrap();
+    }
+    let m: &[u8] = b"m";
+    let a: &[u8] = b"a";
+    type Span<'a> = (std::ops::Bound<&'a [u8]>, std::ops::Bound<&'a [u8]>);
+    let ranges: [Span<'_>; 4] = [
+        (Included(m), Excluded(a)),
+        (Excluded(m), Excluded(m)),
+        (Included(m), Excluded(m)),
+        (Excluded(m), Included(m)),
+    ];
+    for r in ranges {
+        assert_eq!(t.range::<&[u8], _>(r).count(), 0, "{r:?}");
+        assert_eq!(t.range::<&[u8], _>(r).rev().count(), 0, "{r:?}");
+        assert_eq!(snap.range::<&[u8], _>("t", r).unwrap().count(), 0, "{r:?}");
+        assert_eq!(
+            snap.range::<&[u8], _>("t", r).unwrap().rev().count(),
+            0,
+            "{r:?}"
+        );
+    }
+    assert_eq!(snap.get("t", b"m").unwrap().as_deref(), Some(&b"1"[..]));
+}

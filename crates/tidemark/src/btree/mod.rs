@@ -79,8 +79,9 @@ struct ScanPlace {
     shapes: u64,
     /// The branch's own fence: the lowest key after its last child.
     upper: Option<Vec<u8>>,
-    /// The fence the last call returned: the next call must start there.
-    fence: Vec<u8>,
+    /// The fence the last call returned (set once that call completed):
+    /// the next call must start there.
+    fence: Option<Vec<u8>>,
 }
 
 pub(crate) struct Tree<'a> {
@@ -505,7 +506,7 @@ impl<'a> Tree<'a> {
             fence = None;
         }
         match (&fence, hint.parent.as_mut()) {
-            (Some(f), Some(p)) => p.fence = f.clone(),
+            (Some(f), Some(p)) => p.fence = Some(f.clone()),
             _ => hint.parent = None,
         }
         Ok(LeafBatch { entries, fence })
@@ -521,7 +522,7 @@ impl<'a> Tree<'a> {
         let Some(p) = hint.parent.as_mut() else {
             return Ok(None);
         };
-        if !matches!(lo, Bound::Included(k) if *k == p.fence) {
+        if !matches!((lo, &p.fence), (Bound::Included(k), Some(f)) if k == f) {
             return Ok(None);
         }
         let g = self.pool.fix_shared(self.pager, p.pid)?;
@@ -569,7 +570,7 @@ impl<'a> Tree<'a> {
                     // Read under this branch's latch, as `next_leaf` does.
                     shapes: shapes.load(Ordering::Acquire),
                     upper: fence.clone(),
-                    fence: Vec::new(),
+                    fence: None,
                 });
             }
             if idx < page::count(b) {
