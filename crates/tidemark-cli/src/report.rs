@@ -370,13 +370,14 @@ fn charts(samples: &[Sample]) -> Result<Vec<(String, String)>, Error> {
     add(
         "eviction",
         chart(
-            "Eviction: pages examined and evicted",
+            "Eviction: pages examined, evicted and cleaned",
             "pages per second",
             x_max,
             vec![
                 series("examined", r("pages_examined", 1.0)),
                 series("evicted clean", r("pages_evicted_clean", 1.0)),
                 series("evicted dirty", r("pages_evicted_dirty", 1.0)),
+                series("cleaned (written, kept)", r("pages_cleaned", 1.0)),
                 series(
                     "evicted by application threads",
                     r("app_thread_evictions", 1.0),

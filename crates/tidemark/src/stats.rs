@@ -142,9 +142,15 @@ pub struct Stats {
     pub pages_evicted_clean: u64,
     /// Dirty pages evicted (each written to a new block first).
     pub pages_evicted_dirty: u64,
+    /// Dirty pages written back (to a new block) and kept cached, clean:
+    /// what eviction does to meet the dirty target while the cache has
+    /// room.
+    pub pages_cleaned: u64,
     /// Pages the eviction hand examined.
     pub pages_examined: u64,
-    /// Evictions performed by application threads.
+    /// Evictions performed by application threads (counting the dirty
+    /// pages they wrote back, kept cached, when only the dirty trigger was
+    /// passed).
     pub app_thread_evictions: u64,
     /// Total time application threads spent evicting, in microseconds.
     pub app_thread_eviction_us: u64,
@@ -290,6 +296,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         bytes_written: ld(&e.pager.counters.bytes_written),
         pages_evicted_clean: ld(&p.evicted_clean),
         pages_evicted_dirty: ld(&p.evicted_dirty),
+        pages_cleaned: ld(&p.cleaned),
         pages_examined: ld(&p.examined),
         app_thread_evictions: ld(&p.app_evictions),
         app_thread_eviction_us: ld(&p.app_eviction_ns) / 1000,
@@ -374,6 +381,7 @@ impl Stats {
             ("bytes_written", self.bytes_written),
             ("pages_evicted_clean", self.pages_evicted_clean),
             ("pages_evicted_dirty", self.pages_evicted_dirty),
+            ("pages_cleaned", self.pages_cleaned),
             ("pages_examined", self.pages_examined),
             ("app_thread_evictions", self.app_thread_evictions),
             ("app_thread_eviction_us", self.app_thread_eviction_us),

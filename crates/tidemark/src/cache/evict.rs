@@ -11,6 +11,9 @@ use crate::pager::{Pager, Pending};
 /// Frames an application thread examines when it helps above a trigger:
 /// bounded work per operation, whatever the cache size.
 pub(crate) const APP_EXAMINE_MAX: usize = 64;
+/// Frames [`clean_one`] examines past the first (referenced) dirty page
+/// it finds, looking for one not referenced.
+const CLEAN_PATIENCE: usize = 32;
 /// How long an idle worker sleeps before rechecking on its own.
 const WORKER_IDLE: Duration = Duration::from_millis(50);
 
@@ -65,6 +68,68 @@ pub(crate) fn evict_one(
     Ok(None)
 }
 
+/// Writes back one dirty page and leaves it cached, clean: what bringing
+/// the dirty pages under their target or trigger needs, without making the
+/// next access to a hot page read it back. Runs its own hand over at most
+/// `max_examine` frames and prefers a page not referenced since the hand
+/// last passed (leaving the bit for eviction to use); if every dirty page
+/// it met was referenced, it takes the first of them. Returns whether a
+/// page was written.
+pub(crate) fn clean_one(pool: &BufferPool, pager: &Pager, max_examine: usize) -> Result<bool> {
+    let n = pool.frames.len();
+    let mut fallback = None;
+    // Once a referenced dirty page is in hand, look only this much further
+    // for a better one: on a cached table whose pages are all hot, a search
+    // of every frame for each write-back would cost more than the write.
+    let mut patience = CLEAN_PATIENCE;
+    for _ in 0..max_examine {
+        if fallback.is_some() {
+            if patience == 0 {
+                break;
+            }
+            patience -= 1;
+        }
+        let i = pool.clean_hand.fetch_add(1, Ordering::Relaxed) % n;
+        let frame = &pool.frames[i];
+        let referenced = frame.referenced.load(Ordering::Relaxed);
+        if referenced && fallback.is_some() {
+            continue;
+        }
+        let Some(mut g) = frame.latch.try_write() else {
+            continue;
+        };
+        if g.state != FrameState::Page || !g.dirty {
+            continue;
+        }
+        if referenced {
+            fallback = Some(i);
+            continue;
+        }
+        return write_back(pool, pager, &mut g).map(|()| true);
+    }
+    let Some(i) = fallback else {
+        return Ok(false);
+    };
+    match pool.frames[i].latch.try_write() {
+        Some(mut g) if g.state == FrameState::Page && g.dirty => {
+            write_back(pool, pager, &mut g).map(|()| true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Writes out the dirty page latched by `g` and counts it as cleaned.
+fn write_back(pool: &BufferPool, pager: &Pager, g: &mut FrameData) -> Result<()> {
+    if let Err(e) = write_out(pool, pager, g) {
+        pool.counters
+            .eviction_errors
+            .fetch_add(1, Ordering::Relaxed);
+        return Err(e);
+    }
+    pool.counters.cleaned.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
 /// Writes a dirty page to a new block and maps it there (copy-on-write:
 /// the block it came from is never overwritten). If the page still holds
 /// content owed to the running checkpoint, the checkpoint adopts this block.
@@ -99,6 +164,16 @@ pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
                 pool.wake_cv.wait_for(&mut w, WORKER_IDLE);
             }
             *w = false;
+            continue;
+        }
+        if !over_used && used <= pool.cfg.clean_limit() {
+            // Only the dirty pages are over their target, and the cache
+            // has room: write one back and keep it cached.
+            match clean_one(pool, pager, pool.frames.len()) {
+                Ok(true) => {}
+                Ok(false) => std::thread::yield_now(),
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
             continue;
         }
         match evict_one(pool, pager, !over_used, pool.frames.len()) {
