@@ -143,13 +143,13 @@ pub struct Stats {
     /// Dirty pages evicted (each written to a new block first).
     pub pages_evicted_dirty: u64,
     /// Dirty pages written back (to a new block) and kept cached, clean:
-    /// what eviction does to meet the dirty target while the cache has
-    /// room.
+    /// what meeting the dirty target does to a page touched again since
+    /// the eviction hand last passed it.
     pub pages_cleaned: u64,
     /// Pages the eviction hand examined.
     pub pages_examined: u64,
-    /// Evictions performed by application threads (counting the dirty
-    /// pages they wrote back, kept cached, when only the dirty trigger was
+    /// Evictions performed by application threads (counting the hot dirty
+    /// pages they cleaned, kept cached, when only the dirty trigger was
     /// passed).
     pub app_thread_evictions: u64,
     /// Total time application threads spent evicting, in microseconds.

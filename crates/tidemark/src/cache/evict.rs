@@ -11,20 +11,15 @@ use crate::pager::{Pager, Pending};
 /// Frames an application thread examines when it helps above a trigger:
 /// bounded work per operation, whatever the cache size.
 pub(crate) const APP_EXAMINE_MAX: usize = 64;
-/// Frames [`clean_one`] examines past the first (referenced) dirty page
-/// it finds, looking for one not referenced.
-const CLEAN_PATIENCE: usize = 32;
 /// How long an idle worker sleeps before rechecking on its own.
 const WORKER_IDLE: Duration = Duration::from_millis(50);
 
 /// Runs the CLOCK hand over at most `max_examine` frames and evicts the
-/// first page that is neither referenced nor latched (only dirty ones when
-/// `dirty_only`). Returns the emptied frame, still counted as used and not
+/// first page that is neither referenced nor latched. Returns the emptied frame, still counted as used and not
 /// on the free list: the caller takes it or releases it.
 pub(crate) fn evict_one(
     pool: &BufferPool,
     pager: &Pager,
-    dirty_only: bool,
     max_examine: usize,
 ) -> Result<Option<u32>> {
     let n = pool.frames.len();
@@ -46,9 +41,6 @@ pub(crate) fn evict_one(
             continue;
         }
         pool.counters.examined.fetch_add(1, Ordering::Relaxed);
-        if dirty_only && !g.dirty {
-            continue;
-        }
         if g.dirty {
             if let Err(e) = write_out(pool, pager, &mut g) {
                 pool.counters
@@ -68,32 +60,34 @@ pub(crate) fn evict_one(
     Ok(None)
 }
 
-/// Writes back one dirty page and leaves it cached, clean: what bringing
-/// the dirty pages under their target or trigger needs, without making the
-/// next access to a hot page read it back. Runs its own hand over at most
-/// `max_examine` frames and prefers a page not referenced since the hand
-/// last passed (leaving the bit for eviction to use); if every dirty page
-/// it met was referenced, it takes the first of them. Returns whether a
-/// page was written.
-pub(crate) fn clean_one(pool: &BufferPool, pager: &Pager, max_examine: usize) -> Result<bool> {
+/// What [`reduce_dirty`] did.
+pub(crate) enum Relief {
+    /// A dirty page was written and evicted; the frame is still counted as
+    /// used and not on the free list: the caller takes it or releases it.
+    Evicted(u32),
+    /// A dirty page was written and stays cached, clean.
+    Cleaned,
+    /// No dirty page was found in the frames examined.
+    Nothing,
+}
+
+/// Brings the dirty pages down by one, for the dirty target or trigger.
+/// Runs the CLOCK hand over at most `max_examine` frames: a dirty page not
+/// referenced since the hand last passed is evicted (written first), as
+/// a page touched once is likely done with; a dirty page referenced since
+/// (touched again while cached) loses its second chance as usual but is
+/// *cleaned*: written to a new block exactly as eviction would write it,
+/// and kept cached at that block, so a hot page is not read back after
+/// every write. Clean pages are passed over.
+pub(crate) fn reduce_dirty(pool: &BufferPool, pager: &Pager, max_examine: usize) -> Result<Relief> {
     let n = pool.frames.len();
-    let mut fallback = None;
-    // Once a referenced dirty page is in hand, look only this much further
-    // for a better one: on a cached table whose pages are all hot, a search
-    // of every frame for each write-back would cost more than the write.
-    let mut patience = CLEAN_PATIENCE;
     for _ in 0..max_examine {
-        if fallback.is_some() {
-            if patience == 0 {
-                break;
-            }
-            patience -= 1;
-        }
-        let i = pool.clean_hand.fetch_add(1, Ordering::Relaxed) % n;
+        let i = pool.hand.fetch_add(1, Ordering::Relaxed) % n;
         let frame = &pool.frames[i];
+        pool.counters.examined.fetch_add(1, Ordering::Relaxed);
         let referenced = frame.referenced.load(Ordering::Relaxed);
-        if referenced && fallback.is_some() {
-            continue;
+        if referenced {
+            frame.referenced.store(false, Ordering::Relaxed);
         }
         let Some(mut g) = frame.latch.try_write() else {
             continue;
@@ -102,20 +96,22 @@ pub(crate) fn clean_one(pool: &BufferPool, pager: &Pager, max_examine: usize) ->
             continue;
         }
         if referenced {
-            fallback = Some(i);
-            continue;
+            write_back(pool, pager, &mut g)?;
+            return Ok(Relief::Cleaned);
         }
-        return write_back(pool, pager, &mut g).map(|()| true);
-    }
-    let Some(i) = fallback else {
-        return Ok(false);
-    };
-    match pool.frames[i].latch.try_write() {
-        Some(mut g) if g.state == FrameState::Page && g.dirty => {
-            write_back(pool, pager, &mut g).map(|()| true)
+        if let Err(e) = write_out(pool, pager, &mut g) {
+            pool.counters
+                .eviction_errors
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(e);
         }
-        _ => Ok(false),
+        pool.counters.evicted_dirty.fetch_add(1, Ordering::Relaxed);
+        pager.map.set_frame(g.pid, NO_FRAME);
+        g.state = FrameState::Free;
+        g.pid = 0;
+        return Ok(Relief::Evicted(i as u32));
     }
+    Ok(Relief::Nothing)
 }
 
 /// Writes out the dirty page latched by `g` and counts it as cleaned.
@@ -166,17 +162,20 @@ pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
             *w = false;
             continue;
         }
-        if !over_used && used <= pool.cfg.clean_limit() {
-            // Only the dirty pages are over their target, and the cache
-            // has room: write one back and keep it cached.
-            match clean_one(pool, pager, pool.frames.len()) {
-                Ok(true) => {}
-                Ok(false) => std::thread::yield_now(),
+        if !over_used {
+            // Only the dirty pages are over their target.
+            match reduce_dirty(pool, pager, pool.frames.len()) {
+                Ok(Relief::Evicted(fi)) => {
+                    let g = pool.frames[fi as usize].latch.write();
+                    pool.release_frame(fi, g);
+                }
+                Ok(Relief::Cleaned) => {}
+                Ok(Relief::Nothing) => std::thread::yield_now(),
                 Err(_) => std::thread::sleep(Duration::from_millis(10)),
             }
             continue;
         }
-        match evict_one(pool, pager, !over_used, pool.frames.len()) {
+        match evict_one(pool, pager, pool.frames.len()) {
             Ok(Some(fi)) => {
                 let g = pool.frames[fi as usize].latch.write();
                 pool.release_frame(fi, g);

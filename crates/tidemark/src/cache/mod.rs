@@ -92,19 +92,6 @@ pub(crate) struct PoolConfig {
     pub(crate) dirty_trigger: usize,
 }
 
-impl PoolConfig {
-    /// Usage up to which dirty pages over their target are written back
-    /// and kept cached; above it they are evicted (written first). As far
-    /// below the eviction target as the trigger is above it: a workload
-    /// that reads new pages as fast as it dirties them would otherwise
-    /// fill the cache to the trigger with pages cleaned only to be evicted
-    /// soon after, and make application threads evict.
-    pub(crate) fn clean_limit(&self) -> usize {
-        self.target
-            .saturating_sub(self.trigger.saturating_sub(self.target))
-    }
-}
-
 #[derive(Default)]
 pub(crate) struct PoolCounters {
     pub(crate) evicted_clean: AtomicU64,
@@ -123,9 +110,6 @@ pub(crate) struct BufferPool {
     pub(crate) frames: Box<[Frame]>,
     free: ArrayQueue<u32>,
     hand: AtomicUsize,
-    /// Where the cleaner looks next (its own hand: cleaning must not use
-    /// up the second chances eviction gives referenced pages).
-    clean_hand: AtomicUsize,
     /// Frames holding a page or a shadow.
     pub(crate) used: AtomicUsize,
     pub(crate) dirty: AtomicUsize,
@@ -227,7 +211,6 @@ impl BufferPool {
             frames,
             free,
             hand: AtomicUsize::new(0),
-            clean_hand: AtomicUsize::new(0),
             used: AtomicUsize::new(0),
             dirty: AtomicUsize::new(0),
             cfg,
@@ -382,7 +365,7 @@ impl BufferPool {
             let t = *waited.get_or_insert_with(Instant::now);
             self.wake_workers();
             // No free frame: evict one ourselves and take it.
-            if let Some(fi) = evict::evict_one(self, pager, false, self.cfg.frames * 2)? {
+            if let Some(fi) = evict::evict_one(self, pager, self.cfg.frames * 2)? {
                 self.counters.app_evictions.fetch_add(1, Ordering::Relaxed);
                 self.counters
                     .app_eviction_ns
@@ -425,29 +408,29 @@ impl BufferPool {
         }
         self.wake_workers();
         let t = Instant::now();
-        // A failed write-out is counted by `evict_one` or `clean_one`; the
+        // A failed write-out is counted by `evict_one` or `reduce_dirty`; the
         // operation goes on, and the next attempt on that page reports it
         // again.
-        if used <= self.cfg.clean_limit() {
-            // Only the dirty pages are over their trigger, and the cache
-            // has room: writing one back is enough, and it stays cached.
-            if let Ok(true) = evict::clean_one(self, pager, evict::APP_EXAMINE_MAX) {
-                self.counters.app_evictions.fetch_add(1, Ordering::Relaxed);
-                self.counters
-                    .app_eviction_ns
-                    .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let fi = if used <= self.cfg.trigger {
+            // Only the dirty pages are over their trigger: one fewer is
+            // enough, evicted or (a hot page) cleaned and kept.
+            match evict::reduce_dirty(self, pager, evict::APP_EXAMINE_MAX) {
+                Ok(evict::Relief::Evicted(fi)) => Some(fi),
+                Ok(evict::Relief::Cleaned) => None,
+                Ok(evict::Relief::Nothing) | Err(_) => return None,
             }
-            return None;
-        }
-        let dirty_only = used <= self.cfg.trigger;
-        let fi = evict::evict_one(self, pager, dirty_only, evict::APP_EXAMINE_MAX)
-            .ok()
-            .flatten()?;
+        } else {
+            Some(
+                evict::evict_one(self, pager, evict::APP_EXAMINE_MAX)
+                    .ok()
+                    .flatten()?,
+            )
+        };
         self.counters.app_evictions.fetch_add(1, Ordering::Relaxed);
         self.counters
             .app_eviction_ns
             .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        Some(fi)
+        fi
     }
 
     pub(crate) fn wake_workers(&self) {
@@ -631,7 +614,7 @@ mod loom_tests {
     /// whether it found one.
     fn evict(pool: &BufferPool, pager: &Pager) -> bool {
         // Two sweeps: a referenced page gets its second chance in the first.
-        match evict::evict_one(pool, pager, false, 2 * pool.frames.len()).unwrap() {
+        match evict::evict_one(pool, pager, 2 * pool.frames.len()).unwrap() {
             Some(fi) => {
                 let g = pool.frames[fi as usize].latch.write();
                 pool.release_frame(fi, g);
@@ -726,10 +709,11 @@ mod loom_tests {
         });
     }
 
-    /// A writer bumps page 1 twice while the main thread cleans it (writes
-    /// it back and keeps it cached) and then evicts what CLOCK picks: no
-    /// bump is lost whether it lands before, during or after the write-back,
-    /// and the dirty count matches the dirty frames.
+    /// A writer bumps page 1 twice (the second bump marks it referenced)
+    /// while the main thread brings the dirty pages down (cleaning page 1
+    /// in place if referenced, evicting it if not) and then evicts what
+    /// CLOCK picks: no bump is lost whether it lands before, during or
+    /// after the write-back, and the dirty count matches the dirty frames.
     #[test]
     fn cleaning_races_writes_and_eviction() {
         model("cleaning races writes and eviction", || {
@@ -739,7 +723,10 @@ mod loom_tests {
                 bump(&p1, &g1, 1);
                 bump(&p1, &g1, 1);
             });
-            let _ = evict::clean_one(&pool, &pager, pool.frames.len()).unwrap();
+            if let evict::Relief::Evicted(fi) = evict::reduce_dirty(&pool, &pager, 4).unwrap() {
+                let g = pool.frames[fi as usize].latch.write();
+                pool.release_frame(fi, g);
+            }
             evict(&pool, &pager);
             writer.join().unwrap();
             let dirty_frames = pool
