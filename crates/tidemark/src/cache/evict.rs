@@ -42,19 +42,12 @@ pub(crate) fn evict_one(
         }
         pool.counters.examined.fetch_add(1, Ordering::Relaxed);
         if g.dirty {
-            if let Err(e) = write_out(pool, pager, &mut g) {
-                pool.counters
-                    .eviction_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                return Err(e);
-            }
+            write_counted(pool, pager, &mut g)?;
             pool.counters.evicted_dirty.fetch_add(1, Ordering::Relaxed);
         } else {
             pool.counters.evicted_clean.fetch_add(1, Ordering::Relaxed);
         }
-        pager.map.set_frame(g.pid, NO_FRAME);
-        g.state = FrameState::Free;
-        g.pid = 0;
+        vacate(pager, &mut g);
         return Ok(Some(i as u32));
     }
     Ok(None)
@@ -84,46 +77,49 @@ pub(crate) fn reduce_dirty(pool: &BufferPool, pager: &Pager, max_examine: usize)
     for _ in 0..max_examine {
         let i = pool.hand.fetch_add(1, Ordering::Relaxed) % n;
         let frame = &pool.frames[i];
-        pool.counters.examined.fetch_add(1, Ordering::Relaxed);
         let referenced = frame.referenced.load(Ordering::Relaxed);
         if referenced {
             frame.referenced.store(false, Ordering::Relaxed);
         }
+        // Counted as `evict_one` counts: pages, and frames it could not latch.
         let Some(mut g) = frame.latch.try_write() else {
+            pool.counters.examined.fetch_add(1, Ordering::Relaxed);
             continue;
         };
-        if g.state != FrameState::Page || !g.dirty {
+        if g.state != FrameState::Page {
             continue;
         }
+        pool.counters.examined.fetch_add(1, Ordering::Relaxed);
+        if !g.dirty {
+            continue;
+        }
+        write_counted(pool, pager, &mut g)?;
         if referenced {
-            write_back(pool, pager, &mut g)?;
+            pool.counters.cleaned.fetch_add(1, Ordering::Relaxed);
             return Ok(Relief::Cleaned);
         }
-        if let Err(e) = write_out(pool, pager, &mut g) {
-            pool.counters
-                .eviction_errors
-                .fetch_add(1, Ordering::Relaxed);
-            return Err(e);
-        }
         pool.counters.evicted_dirty.fetch_add(1, Ordering::Relaxed);
-        pager.map.set_frame(g.pid, NO_FRAME);
-        g.state = FrameState::Free;
-        g.pid = 0;
+        vacate(pager, &mut g);
         return Ok(Relief::Evicted(i as u32));
     }
     Ok(Relief::Nothing)
 }
 
-/// Writes out the dirty page latched by `g` and counts it as cleaned.
-fn write_back(pool: &BufferPool, pager: &Pager, g: &mut FrameData) -> Result<()> {
-    if let Err(e) = write_out(pool, pager, g) {
+/// [`write_out`], counting a failure in `eviction_errors`.
+fn write_counted(pool: &BufferPool, pager: &Pager, g: &mut FrameData) -> Result<()> {
+    write_out(pool, pager, g).inspect_err(|_| {
         pool.counters
             .eviction_errors
             .fetch_add(1, Ordering::Relaxed);
-        return Err(e);
-    }
-    pool.counters.cleaned.fetch_add(1, Ordering::Relaxed);
-    Ok(())
+    })
+}
+
+/// Unmaps the page latched in `g` and marks its frame free (the frame
+/// stays counted as used until the caller takes or releases it).
+fn vacate(pager: &Pager, g: &mut FrameData) {
+    pager.map.set_frame(g.pid, NO_FRAME);
+    g.state = FrameState::Free;
+    g.pid = 0;
 }
 
 /// Writes a dirty page to a new block and maps it there (copy-on-write:

@@ -709,26 +709,27 @@ mod loom_tests {
         });
     }
 
-    /// A writer bumps page 1 twice (the second bump marks it referenced)
-    /// while the main thread brings the dirty pages down (cleaning page 1
-    /// in place if referenced, evicting it if not) and then evicts what
-    /// CLOCK picks: no bump is lost whether it lands before, during or
-    /// after the write-back, and the dirty count matches the dirty frames.
+    /// Page 1 is dirty and referenced (bumped, then read); a writer bumps
+    /// it again while the main thread brings the dirty pages down (which
+    /// cleans page 1 in place when it finds it referenced and dirty) and
+    /// then evicts twice, so the end check reads page 1 back from its
+    /// block: no bump is lost whether it lands before, during or after the
+    /// write-back, and the dirty count matches the dirty frames.
     #[test]
     fn cleaning_races_writes_and_eviction() {
         model("cleaning races writes and eviction", || {
             let (pool, pager) = setup(2);
+            bump(&pool, &pager, 1);
+            read(&pool, &pager, 1);
             let (p1, g1) = (pool.clone(), pager.clone());
-            let writer = loom::thread::spawn(move || {
-                bump(&p1, &g1, 1);
-                bump(&p1, &g1, 1);
-            });
-            if let evict::Relief::Evicted(fi) = evict::reduce_dirty(&pool, &pager, 4).unwrap() {
+            let writer = loom::thread::spawn(move || bump(&p1, &g1, 1));
+            if let evict::Relief::Evicted(fi) = evict::reduce_dirty(&pool, &pager, 2).unwrap() {
                 let g = pool.frames[fi as usize].latch.write();
                 pool.release_frame(fi, g);
             }
-            evict(&pool, &pager);
             writer.join().unwrap();
+            evict(&pool, &pager);
+            evict(&pool, &pager);
             let dirty_frames = pool
                 .frames
                 .iter()
