@@ -1,5 +1,6 @@
 //! Choosing and evicting victims (CLOCK), and the background workers.
 
+use std::ops::DerefMut;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -33,14 +34,9 @@ pub(crate) fn evict_one(
             pool.counters.examined.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        let Some(mut g) = frame.latch.try_write() else {
-            pool.counters.examined.fetch_add(1, Ordering::Relaxed);
+        let Some(mut g) = try_page(pool, i) else {
             continue;
         };
-        if g.state != FrameState::Page {
-            continue;
-        }
-        pool.counters.examined.fetch_add(1, Ordering::Relaxed);
         if g.dirty {
             write_counted(pool, pager, &mut g)?;
             pool.counters.evicted_dirty.fetch_add(1, Ordering::Relaxed);
@@ -81,15 +77,9 @@ pub(crate) fn reduce_dirty(pool: &BufferPool, pager: &Pager, max_examine: usize)
         if referenced {
             frame.referenced.store(false, Ordering::Relaxed);
         }
-        // Counted as `evict_one` counts: pages, and frames it could not latch.
-        let Some(mut g) = frame.latch.try_write() else {
-            pool.counters.examined.fetch_add(1, Ordering::Relaxed);
+        let Some(mut g) = try_page(pool, i) else {
             continue;
         };
-        if g.state != FrameState::Page {
-            continue;
-        }
-        pool.counters.examined.fetch_add(1, Ordering::Relaxed);
         if !g.dirty {
             continue;
         }
@@ -103,6 +93,20 @@ pub(crate) fn reduce_dirty(pool: &BufferPool, pager: &Pager, max_examine: usize)
         return Ok(Relief::Evicted(i as u32));
     }
     Ok(Relief::Nothing)
+}
+
+/// Latches frame `i` without waiting and returns it if it holds a page.
+/// Counts it as examined if it holds a page or could not be latched.
+fn try_page(pool: &BufferPool, i: usize) -> Option<impl DerefMut<Target = FrameData> + '_> {
+    let Some(g) = pool.frames[i].latch.try_write() else {
+        pool.counters.examined.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
+    if g.state != FrameState::Page {
+        return None;
+    }
+    pool.counters.examined.fetch_add(1, Ordering::Relaxed);
+    Some(g)
 }
 
 /// [`write_out`], counting a failure in `eviction_errors`.
