@@ -398,8 +398,10 @@ impl BufferPool {
 
     /// Evicts one page (at most [`evict::APP_EXAMINE_MAX`] frames examined)
     /// if usage after taking `incoming` more frames, or the dirty pages,
-    /// would be above their trigger. Returns the emptied frame, still
-    /// counted as used; `None` if nothing was needed or found.
+    /// would be above their trigger (for the dirty trigger alone, a hot
+    /// dirty page is cleaned instead, see [`evict::reduce_dirty`]). Returns
+    /// the emptied frame, still counted as used; `None` if nothing was
+    /// needed or found, or a page was cleaned.
     fn help(&self, pager: &Pager, incoming: usize) -> Option<u32> {
         let used = self.used.load(Ordering::Relaxed) + incoming;
         let dirty = self.dirty.load(Ordering::Relaxed);
