@@ -47,6 +47,8 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, RwLock};
 use crate::error::{Error, Result};
 use crate::gate::Gate;
 
+use smallvec::SmallVec;
+
 /// A commit timestamp. Snapshots see commits at or below theirs.
 pub(crate) type Ts = u64;
 
@@ -60,8 +62,23 @@ struct Version {
     before: Option<Vec<u8>>,
 }
 
-/// The versions of one key, oldest first.
-type Chain = Vec<Version>;
+/// The versions of one key, oldest first. Most keys have one, kept inline.
+type Chain = SmallVec<[Version; 1]>;
+
+/// A store key (see [`compose`]), inline up to 46 bytes: the map's nodes
+/// then hold their keys, and a lookup compares them without following a
+/// pointer per key (the store can hold tens of thousands, more than the
+/// CPU caches).
+type StoreKey = SmallVec<[u8; 46]>;
+
+/// The versions by store key, and the newest timestamp saved into it.
+#[derive(Default)]
+struct Store {
+    keys: BTreeMap<StoreKey, Chain>,
+    /// Largest timestamp of a version saved since the store was last
+    /// emptied: a reclaim limit at or above it frees everything at once.
+    newest: Ts,
+}
 
 /// A registered snapshot; dropping it does not release it (call
 /// [`Versions::release`]).
@@ -122,9 +139,9 @@ pub(crate) struct Versions {
     clock: Mutex<Clock>,
     /// Ordered by store key, so range scans can merge it with the tree.
     /// Held for one insert, lookup or leaf-sized range at a time.
-    map: RwLock<BTreeMap<Arc<[u8]>, Chain>>,
+    map: RwLock<Store>,
     /// (timestamp, key) of every saved version, roughly in timestamp order.
-    gc: Mutex<VecDeque<(Ts, Arc<[u8]>)>>,
+    gc: Mutex<VecDeque<(Ts, StoreKey)>>,
     bytes: AtomicU64,
     count: AtomicU64,
     /// Timestamp of the last drop of each table.
@@ -137,8 +154,8 @@ pub(crate) struct Versions {
 
 /// The store key of `key` in `table`: the name's length, the name, the key.
 /// Keys of one table are contiguous and in key order.
-fn compose(table: &[u8], key: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(2 + table.len() + key.len());
+fn compose(table: &[u8], key: &[u8]) -> StoreKey {
+    let mut v = StoreKey::with_capacity(2 + table.len() + key.len());
     // Table names are at most 255 bytes (checked by the API).
     v.extend_from_slice(&(table.len() as u16).to_be_bytes());
     v.extend_from_slice(table);
@@ -147,7 +164,7 @@ fn compose(table: &[u8], key: &[u8]) -> Vec<u8> {
 }
 
 /// The smallest store key above every key of `table`.
-fn table_end(table: &[u8]) -> Vec<u8> {
+fn table_end(table: &[u8]) -> StoreKey {
     let mut v = compose(table, &[]);
     while let Some(last) = v.pop() {
         if last != 0xFF {
@@ -158,6 +175,11 @@ fn table_end(table: &[u8]) -> Vec<u8> {
     // Unreachable for names of at most 255 bytes (the length's high byte
     // is 0); an empty result still bounds correctly: it means no limit.
     v
+}
+
+/// Bytes charged for version `v` of store key `ck`.
+fn version_size(ck: &[u8], v: &Version) -> u64 {
+    VERSION_OVERHEAD + ck.len() as u64 + v.before.as_ref().map_or(0, |b| b.len() as u64)
 }
 
 /// What a snapshot sees for one key, if a version decides it.
@@ -173,7 +195,7 @@ impl Versions {
                 next: 1,
                 inflight: BTreeSet::new(),
             }),
-            map: RwLock::new(BTreeMap::new()),
+            map: RwLock::new(Store::default()),
             gc: Mutex::new(VecDeque::new()),
             bytes: AtomicU64::new(0),
             count: AtomicU64::new(0),
@@ -273,23 +295,17 @@ impl Versions {
     /// Saves `before`, the value of `key` before the commit `ts` changes
     /// it. Must run before the tree changes.
     pub(crate) fn save(&self, ts: Ts, table: &[u8], key: &[u8], before: Option<Vec<u8>>) {
-        // One allocation, shared by the map and the reclaim queue.
-        let ck: Arc<[u8]> = compose(table, key).into();
-        let size =
-            VERSION_OVERHEAD + ck.len() as u64 + before.as_ref().map_or(0, |v| v.len() as u64);
+        let ck = compose(table, key);
+        let v = Version { ts, before };
+        let size = version_size(&ck, &v);
         // Charged before the version becomes visible to `reclaim`, which
         // may uncharge it at once: the counters never go below zero.
         self.bytes.fetch_add(size, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
-        let v = Version { ts, before };
         {
             let mut map = self.map.write();
-            match map.get_mut(&ck) {
-                Some(chain) => chain.push(v),
-                None => {
-                    map.insert(ck.clone(), vec![v]);
-                }
-            }
+            map.newest = map.newest.max(ts);
+            map.keys.entry(ck.clone()).or_default().push(v);
         }
         self.gc.lock().push_back((ts, ck));
     }
@@ -349,7 +365,8 @@ impl Versions {
     /// What snapshot `s` sees for `key` if a version decides it.
     pub(crate) fn lookup(&self, s: Ts, table: &[u8], key: &[u8]) -> Seen {
         let map = self.map.read();
-        map.get(compose(table, key).as_slice())?
+        map.keys
+            .get(compose(table, key).as_slice())?
             .iter()
             .find(|v| v.ts > s)
             .map(|v| v.before.clone())
@@ -359,6 +376,7 @@ impl Versions {
     pub(crate) fn changed_since(&self, s: Ts, table: &[u8], key: &[u8]) -> bool {
         self.map
             .read()
+            .keys
             .get(compose(table, key).as_slice())
             .is_some_and(|c| c.last().is_some_and(|v| v.ts > s))
     }
@@ -400,10 +418,10 @@ impl Versions {
         }
         let mut out = Vec::new();
         let bounds = (
-            lo.as_ref().map(Vec::as_slice),
-            hi.as_ref().map(Vec::as_slice),
+            lo.as_ref().map(StoreKey::as_slice),
+            hi.as_ref().map(StoreKey::as_slice),
         );
-        for (k, chain) in self.map.read().range::<[u8], _>(bounds) {
+        for (k, chain) in self.map.read().keys.range::<[u8], _>(bounds) {
             if let Some(v) = chain.iter().find(|v| v.ts > s) {
                 out.push((k[prefix..].to_vec(), v.before.clone()));
             }
@@ -453,8 +471,11 @@ impl Versions {
         /// Keys handled per hold of the map's write lock, so readers and
         /// committers wait at most that long.
         const BATCH: usize = 256;
+        if self.reclaim_all(limit) {
+            return;
+        }
         loop {
-            let keys: Vec<Arc<[u8]>> = {
+            let keys: Vec<StoreKey> = {
                 let mut gc = self.gc.lock();
                 let mut keys = Vec::new();
                 while keys.len() < BATCH {
@@ -474,7 +495,7 @@ impl Versions {
             let (mut freed, mut n) = (0u64, 0u64);
             let mut map = self.map.write();
             for ck in keys {
-                let Some(chain) = map.get_mut(&ck) else {
+                let Some(chain) = map.keys.get_mut(&ck) else {
                     continue;
                 };
                 let keep = chain
@@ -483,21 +504,54 @@ impl Versions {
                     .unwrap_or(chain.len());
                 freed += chain[..keep]
                     .iter()
-                    .map(|v| {
-                        VERSION_OVERHEAD
-                            + ck.len() as u64
-                            + v.before.as_ref().map_or(0, |b| b.len() as u64)
-                    })
+                    .map(|v| version_size(&ck, v))
                     .sum::<u64>();
                 n += keep as u64;
                 chain.drain(..keep);
                 if chain.is_empty() {
-                    map.remove(&ck);
+                    map.keys.remove(&ck);
                 }
             }
             drop(map);
             self.bytes.fetch_sub(freed, Ordering::Relaxed);
             self.count.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+
+    /// When every kept version is at or below `limit` (the usual case once
+    /// the oldest snapshot is gone), empties the store in one step instead
+    /// of key by key, and frees it outside the lock. Returns whether it
+    /// did. No version at or below `limit` can be saved later: its commit
+    /// has finished applying (see [`Versions::reclaim_limit`]).
+    fn reclaim_all(&self, limit: Ts) -> bool {
+        /// Queue entries dropped per hold of its lock.
+        const BATCH: usize = 4096;
+        let keys = {
+            let mut map = self.map.write();
+            if map.keys.is_empty() || map.newest > limit {
+                return false;
+            }
+            std::mem::take(&mut map.keys)
+        };
+        let (mut freed, mut n) = (0u64, 0u64);
+        for (ck, chain) in &keys {
+            freed += chain.iter().map(|v| version_size(ck, v)).sum::<u64>();
+            n += chain.len() as u64;
+        }
+        drop(keys);
+        self.bytes.fetch_sub(freed, Ordering::Relaxed);
+        self.count.fetch_sub(n, Ordering::Relaxed);
+        // Their queue entries name keys no longer stored.
+        loop {
+            let mut gc = self.gc.lock();
+            let mut popped = 0;
+            while popped < BATCH && gc.front().is_some_and(|&(ts, _)| ts <= limit) {
+                gc.pop_front();
+                popped += 1;
+            }
+            if popped < BATCH {
+                return true;
+            }
         }
     }
 
@@ -557,6 +611,35 @@ mod tests {
         assert_eq!(v.gauges().2, 0, "the later snapshot needs none of them");
         v.release(&later);
         assert_eq!(v.gauges(), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn reclaim_keeps_what_a_live_snapshot_needs_then_empties_at_once() {
+        let gate = Gate::new();
+        let v = Versions::new(1 << 20);
+        let long = vec![7u8; 100]; // longer than a store key kept inline
+        let first = v.register(&gate);
+        let t1 = v.begin().unwrap();
+        v.save(t1, b"t", b"a", Some(b"v0".to_vec()));
+        v.end(t1);
+        let second = v.register(&gate);
+        let t2 = v.begin().unwrap();
+        v.save(t2, b"t", b"a", Some(b"v1".to_vec()));
+        v.save(t2, b"t", &long, None);
+        v.end(t2);
+        assert_eq!(v.gauges().2, 3);
+        // The second snapshot still needs t2's versions: the store cannot
+        // be emptied whole, only t1's version goes.
+        v.release(&first);
+        assert_eq!(v.gauges().2, 2);
+        assert_eq!(v.lookup(second.ts, b"t", b"a"), Some(Some(b"v1".to_vec())));
+        assert_eq!(v.lookup(second.ts, b"t", &long), Some(None));
+        let r = v.range(second.ts, b"t", Bound::Unbounded, Bound::Unbounded);
+        assert_eq!(r.len(), 2);
+        v.release(&second);
+        assert_eq!(v.gauges(), (0, 0, 0, 0));
+        assert_eq!(v.bytes.load(Ordering::Relaxed), 0);
+        assert!(v.gc.lock().is_empty(), "queue entries of freed keys go too");
     }
 
     #[test]
