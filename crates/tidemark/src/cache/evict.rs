@@ -2,7 +2,7 @@
 
 use std::ops::DerefMut;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{BufferPool, FrameData, FrameState};
 use crate::error::Result;
@@ -14,6 +14,21 @@ use crate::pager::{Pager, Pending};
 pub(crate) const APP_EXAMINE_MAX: usize = 64;
 /// How long an idle worker sleeps before rechecking on its own.
 const WORKER_IDLE: Duration = Duration::from_millis(50);
+/// The worker does not clean a page again within this long of cleaning it
+/// while the dirty pages are at or under [`dirty_high`] (see
+/// [`reduce_dirty`]).
+pub(crate) const RECLEAN_GAP: Duration = Duration::from_secs(1);
+/// How long the worker waits when every dirty page it found was cleaned
+/// within [`RECLEAN_GAP`].
+const PACED_WAIT: Duration = Duration::from_millis(10);
+
+/// Dirty pages above which the worker cleans without [`RECLEAN_GAP`]:
+/// three quarters of the way from `eviction_dirty_target` to
+/// `eviction_dirty_trigger`, so application threads are not left to do it.
+pub(crate) fn dirty_high(pool: &BufferPool) -> usize {
+    let (t, tr) = (pool.cfg.dirty_target, pool.cfg.dirty_trigger);
+    t + tr.saturating_sub(t) * 3 / 4
+}
 
 /// Runs the CLOCK hand over at most `max_examine` frames and evicts the
 /// first page that is neither referenced nor latched. Returns the emptied frame, still counted as used and not
@@ -68,23 +83,49 @@ pub(crate) enum Relief {
 /// *cleaned*: written to a new block exactly as eviction would write it,
 /// and kept cached at that block, so a hot page is not read back after
 /// every write. Clean pages are passed over.
-pub(crate) fn reduce_dirty(pool: &BufferPool, pager: &Pager, max_examine: usize) -> Result<Relief> {
+///
+/// With `paced` (the time now), a referenced page cleaned less than
+/// [`RECLEAN_GAP`] ago is passed over too: a page written again within
+/// milliseconds of being cleaned is dirty again at once, and cleaning it
+/// over and over lowers neither the dirty pages nor the next checkpoint's
+/// work; it only spends a core and the disk's bandwidth (a cached table
+/// written at random is re-dirtied as fast as one worker can clean it).
+pub(crate) fn reduce_dirty(
+    pool: &BufferPool,
+    pager: &Pager,
+    max_examine: usize,
+    paced: Option<Instant>,
+) -> Result<Relief> {
     let n = pool.frames.len();
     for _ in 0..max_examine {
         let i = pool.hand.fetch_add(1, Ordering::Relaxed) % n;
         let frame = &pool.frames[i];
         let referenced = frame.referenced.load(Ordering::Relaxed);
+        let Some(mut g) = try_page(pool, i) else {
+            if referenced {
+                frame.referenced.store(false, Ordering::Relaxed);
+            }
+            continue;
+        };
+        if referenced && g.dirty {
+            if let (Some(now), Some((pid, at))) = (paced, g.cleaned) {
+                if pid == g.pid && now.saturating_duration_since(at) < RECLEAN_GAP {
+                    // Passed over, not a pass of the hand: it keeps its
+                    // reference bit, so a hot page is not evicted for
+                    // being skipped.
+                    continue;
+                }
+            }
+        }
         if referenced {
             frame.referenced.store(false, Ordering::Relaxed);
         }
-        let Some(mut g) = try_page(pool, i) else {
-            continue;
-        };
         if !g.dirty {
             continue;
         }
         write_counted(pool, pager, &mut g)?;
         if referenced {
+            g.cleaned = Some((g.pid, paced.unwrap_or_else(Instant::now)));
             pool.counters.cleaned.fetch_add(1, Ordering::Relaxed);
             return Ok(Relief::Cleaned);
         }
@@ -163,13 +204,25 @@ pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
             continue;
         }
         if !over_used {
-            // Only the dirty pages are over their target.
-            match reduce_dirty(pool, pager, pool.frames.len()) {
+            // Only the dirty pages are over their target. Up to
+            // `dirty_high`, each hot page is cleaned at most once per
+            // RECLEAN_GAP.
+            let paced = (dirty <= dirty_high(pool)).then(Instant::now);
+            match reduce_dirty(pool, pager, pool.frames.len(), paced) {
                 Ok(Relief::Evicted(fi)) => {
                     let g = pool.frames[fi as usize].latch.write();
                     pool.release_frame(fi, g);
                 }
                 Ok(Relief::Cleaned) => {}
+                Ok(Relief::Nothing) if paced.is_some() => {
+                    // Every dirty page seen was cleaned just now: wait
+                    // (an application thread over a trigger wakes us).
+                    let mut w = pool.wake.lock();
+                    if !*w {
+                        pool.wake_cv.wait_for(&mut w, PACED_WAIT);
+                    }
+                    *w = false;
+                }
                 Ok(Relief::Nothing) => std::thread::yield_now(),
                 Err(_) => std::thread::sleep(Duration::from_millis(10)),
             }

@@ -60,6 +60,9 @@ pub(crate) struct FrameData {
     pub(crate) dirty_epoch: u64,
     /// Bumped on every modification.
     pub(crate) modcount: u64,
+    /// When the background worker last cleaned a page in this frame, and
+    /// which page (see [`evict::reduce_dirty`]).
+    pub(crate) cleaned: Option<(u64, Instant)>,
     pub(crate) buf: Vec<u8>,
 }
 
@@ -198,6 +201,7 @@ impl BufferPool {
                     dirty: false,
                     dirty_epoch: 0,
                     modcount: 0,
+                    cleaned: None,
                     buf: Vec::new(),
                 }),
                 referenced: AtomicBool::new(false),
@@ -416,7 +420,7 @@ impl BufferPool {
         let fi = if used <= self.cfg.trigger {
             // Only the dirty pages are over their trigger: one fewer is
             // enough, evicted or (a hot page) cleaned and kept.
-            match evict::reduce_dirty(self, pager, evict::APP_EXAMINE_MAX) {
+            match evict::reduce_dirty(self, pager, evict::APP_EXAMINE_MAX, None) {
                 Ok(evict::Relief::Evicted(fi)) => Some(fi),
                 Ok(evict::Relief::Cleaned) => None,
                 Ok(evict::Relief::Nothing) | Err(_) => return None,
@@ -511,24 +515,23 @@ impl BufferPool {
     }
 }
 
-/// Model checks of the page-latch protocol on this code: lookups that
-/// latch and revalidate a frame, loads that claim a frame for a page id,
-/// writers that dirty a page, and CLOCK eviction that writes a dirty page
-/// to a new block and unpublishes it, all racing. `RUSTFLAGS="--cfg loom"
-/// cargo test -p tidemark --release --lib cache::loom_tests` (see README,
-/// opt-in suites).
-#[cfg(all(test, loom))]
-mod loom_tests {
+/// A pool over an in-memory data file, and page operations that check
+/// what they latched: shared by the loom models and the unit tests.
+#[cfg(test)]
+mod testkit {
     use super::*;
     use crate::alloc::BlockAlloc;
     use crate::btree::node;
     use crate::io::FileIo;
     use crate::page;
     use crate::pagemap::PageMap;
+    #[cfg(loom)]
     use loom::sync::Arc;
+    #[cfg(not(loom))]
+    use std::sync::Arc;
 
     /// The data file in memory.
-    struct MemFile(std::sync::Mutex<Vec<u8>>);
+    pub(super) struct MemFile(std::sync::Mutex<Vec<u8>>);
 
     impl FileIo for MemFile {
         fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
@@ -567,7 +570,7 @@ mod loom_tests {
 
     /// A pool of `frames` frames over pages 1 and 2, both written to the
     /// data file (version 0 in their `aux` field) and evicted.
-    fn setup(frames: usize) -> (Arc<BufferPool>, Arc<Pager>) {
+    pub(super) fn setup(frames: usize) -> (Arc<BufferPool>, Arc<Pager>) {
         let file = std::sync::Arc::new(MemFile(std::sync::Mutex::new(Vec::new())));
         let alloc = BlockAlloc::new(std::iter::empty()).expect("no blocks used yet");
         let pager = Arc::new(Pager::new(file, PageMap::new(), alloc, 1, 3, Vec::new()));
@@ -590,7 +593,7 @@ mod loom_tests {
     /// Reads `pid` and checks the frame held that page: the latch the
     /// lookup returned is on a frame holding `pid`, whatever eviction and
     /// loads of other pages did meanwhile. Returns its version.
-    fn read(pool: &BufferPool, pager: &Pager, pid: u64) -> u64 {
+    pub(super) fn read(pool: &BufferPool, pager: &Pager, pid: u64) -> u64 {
         let r = pool.fix_shared(pager, pid).unwrap();
         assert_eq!(
             page::id(r.bytes()),
@@ -601,7 +604,7 @@ mod loom_tests {
     }
 
     /// Bumps `pid`'s version under its exclusive latch.
-    fn bump(pool: &BufferPool, pager: &Pager, pid: u64) {
+    pub(super) fn bump(pool: &BufferPool, pager: &Pager, pid: u64) {
         let mut w = pool.fix_exclusive(pager, pid).unwrap();
         assert_eq!(
             page::id(w.bytes()),
@@ -614,7 +617,7 @@ mod loom_tests {
 
     /// Evicts whatever CLOCK picks (it skips latched frames) and frees it;
     /// whether it found one.
-    fn evict(pool: &BufferPool, pager: &Pager) -> bool {
+    pub(super) fn evict(pool: &BufferPool, pager: &Pager) -> bool {
         // Two sweeps: a referenced page gets its second chance in the first.
         match evict::evict_one(pool, pager, 2 * pool.frames.len()).unwrap() {
             Some(fi) => {
@@ -625,6 +628,20 @@ mod loom_tests {
             None => false,
         }
     }
+}
+
+/// Model checks of the page-latch protocol on this code: lookups that
+/// latch and revalidate a frame, loads that claim a frame for a page id,
+/// writers that dirty a page, and CLOCK eviction that writes a dirty page
+/// to a new block and unpublishes it, all racing. `RUSTFLAGS="--cfg loom"
+/// cargo test -p tidemark --release --lib cache::loom_tests` (see README,
+/// opt-in suites).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::testkit::{bump, evict, read, setup};
+    use super::*;
+    use crate::page;
+    use loom::sync::Arc;
 
     /// After the threads: each page is in at most one frame, and reads
     /// back with every version bump (none lost to an eviction or reload).
@@ -725,7 +742,8 @@ mod loom_tests {
             read(&pool, &pager, 1);
             let (p1, g1) = (pool.clone(), pager.clone());
             let writer = loom::thread::spawn(move || bump(&p1, &g1, 1));
-            if let evict::Relief::Evicted(fi) = evict::reduce_dirty(&pool, &pager, 2).unwrap() {
+            if let evict::Relief::Evicted(fi) = evict::reduce_dirty(&pool, &pager, 2, None).unwrap()
+            {
                 let g = pool.frames[fi as usize].latch.write();
                 pool.release_frame(fi, g);
             }
@@ -743,5 +761,61 @@ mod loom_tests {
             assert_eq!(pool.dirty.load(Ordering::SeqCst), dirty_frames);
             check_end(&pool, &pager, [2, 0]);
         });
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::testkit::{bump, evict, read, setup};
+    use super::*;
+    use std::time::Duration;
+
+    fn cached_dirty(pool: &BufferPool, pid: u64) -> Option<bool> {
+        pool.frames.iter().find_map(|f| {
+            let g = f.latch.read();
+            (g.state == FrameState::Page && g.pid == pid).then_some(g.dirty)
+        })
+    }
+
+    /// The background worker cleans a hot dirty page at most once per
+    /// `RECLEAN_GAP`; passing over it keeps its reference bit, so it is
+    /// not evicted instead; after the gap, or for an application thread
+    /// (unpaced), it is cleaned again. No write is lost on the way.
+    #[test]
+    fn the_worker_cleans_a_hot_page_at_most_once_per_gap() {
+        let (pool, pager) = setup(4);
+        bump(&pool, &pager, 1);
+        read(&pool, &pager, 1); // found cached: referenced
+        let t0 = Instant::now();
+        let paced = |at: Duration| evict::reduce_dirty(&pool, &pager, 4, Some(t0 + at));
+        assert!(matches!(
+            paced(Duration::ZERO).unwrap(),
+            evict::Relief::Cleaned
+        ));
+        assert_eq!(cached_dirty(&pool, 1), Some(false));
+        bump(&pool, &pager, 1); // dirty again, and referenced
+        for ms in [1, 10, 500] {
+            assert!(
+                matches!(
+                    paced(Duration::from_millis(ms)).unwrap(),
+                    evict::Relief::Nothing
+                ),
+                "cleaned again {ms} ms after"
+            );
+            assert_eq!(cached_dirty(&pool, 1), Some(true), "evicted at {ms} ms");
+        }
+        assert_eq!(pool.dirty.load(Ordering::SeqCst), 1);
+        let after = evict::RECLEAN_GAP + Duration::from_millis(1);
+        assert!(matches!(paced(after).unwrap(), evict::Relief::Cleaned));
+        assert_eq!(pool.dirty.load(Ordering::SeqCst), 0);
+        // An application thread over the dirty trigger is not paced.
+        bump(&pool, &pager, 1);
+        assert!(matches!(
+            evict::reduce_dirty(&pool, &pager, 4, None).unwrap(),
+            evict::Relief::Cleaned
+        ));
+        while evict(&pool, &pager) {}
+        assert_eq!(cached_dirty(&pool, 1), None);
+        assert_eq!(read(&pool, &pager, 1), 3, "a write was lost");
     }
 }
