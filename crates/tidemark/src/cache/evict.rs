@@ -22,6 +22,16 @@ pub(crate) const RECLEAN_GAP: Duration = Duration::from_secs(1);
 /// within [`RECLEAN_GAP`].
 const PACED_WAIT: Duration = Duration::from_millis(10);
 
+/// Frames in use above which the worker cleans without [`RECLEAN_GAP`]:
+/// seven eighths of `eviction_target`. Near the target the cache does not
+/// hold the working set, pages are being evicted anyway, and a worker that
+/// let hot pages stay dirty would spend its time walking past clean pages
+/// to find dirty ones to evict (measured in cache-pressure: 5-6 frames
+/// examined per eviction instead of 2.8).
+fn paced_usage_limit(pool: &BufferPool) -> usize {
+    pool.cfg.target / 8 * 7
+}
+
 /// Dirty pages above which the worker cleans without [`RECLEAN_GAP`]:
 /// three quarters of the way from `eviction_dirty_target` to
 /// `eviction_dirty_trigger`, so application threads are not left to do it.
@@ -205,9 +215,11 @@ pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
         }
         if !over_used {
             // Only the dirty pages are over their target. Up to
-            // `dirty_high`, each hot page is cleaned at most once per
+            // `dirty_high`, in a cache that holds its working set with
+            // room to spare, each hot page is cleaned at most once per
             // RECLEAN_GAP.
-            let paced = (dirty <= dirty_high(pool)).then(Instant::now);
+            let paced =
+                (dirty <= dirty_high(pool) && used <= paced_usage_limit(pool)).then(Instant::now);
             match reduce_dirty(pool, pager, pool.frames.len(), paced) {
                 Ok(Relief::Evicted(fi)) => {
                     let g = pool.frames[fi as usize].latch.write();
