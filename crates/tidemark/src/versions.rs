@@ -26,6 +26,15 @@
 //!   (waits for commits already inside, which may have decided not to
 //!   save) before taking its timestamp.
 //!
+//! Saving is cheap for the committer: it appends the before-image to a
+//! short *pending* list, and the background thread (or the committer
+//! itself, when the list has grown long) moves the list into the ordered
+//! map in one step. Readers look in both, the map first, holding the map's
+//! read lock while they look at the list, so an entry being moved is found
+//! in one of the two. A key's versions are saved in timestamp order and
+//! the list moves whole, so the map holds the older versions of a key and
+//! the list the newer ones.
+//!
 //! Memory: before-images are kept only while a snapshot older than them is
 //! live, and are reclaimed when the oldest snapshot ends. Their bytes are
 //! limited to a budget carved out of `cache_size`. Past 80 % of it, a
@@ -37,7 +46,7 @@
 //! wait for readers.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -54,6 +63,14 @@ pub(crate) type Ts = u64;
 
 /// Fixed bytes charged per kept version besides its key and value.
 const VERSION_OVERHEAD: u64 = 64;
+
+/// Pending versions at which a save asks the background thread to move
+/// them into the map.
+const DRAIN_AT: usize = 512;
+
+/// Pending versions at which a save moves them into the map itself (the
+/// background thread is behind): bounds what a reader scans.
+const SELF_DRAIN_AT: usize = 4096;
 
 struct Version {
     /// Timestamp of the commit that replaced this value.
@@ -78,6 +95,9 @@ struct Store {
     /// Largest timestamp of a version saved since the store was last
     /// emptied: a reclaim limit at or above it frees everything at once.
     newest: Ts,
+    /// An empty list with capacity, swapped with the pending list when it
+    /// is moved in (no allocation per move).
+    spare: Vec<(StoreKey, Version)>,
 }
 
 /// A registered snapshot; dropping it does not release it (call
@@ -140,16 +160,30 @@ pub(crate) struct Versions {
     /// Ordered by store key, so range scans can merge it with the tree.
     /// Held for one insert, lookup or leaf-sized range at a time.
     map: RwLock<Store>,
-    /// (timestamp, key) of every saved version, roughly in timestamp order.
+    /// Versions saved but not yet in `map`, in the order saved. Lock order:
+    /// `map`, then `pending`, then `gc`.
+    pending: Mutex<Vec<(StoreKey, Version)>>,
+    /// (timestamp, key) of every version in `map`, roughly in timestamp
+    /// order.
     gc: Mutex<VecDeque<(Ts, StoreKey)>>,
     bytes: AtomicU64,
     count: AtomicU64,
     /// Timestamp of the last drop of each table.
     drops: RwLock<HashMap<Vec<u8>, Ts>>,
-    /// (reclaim requested, stop) for the background reclaimer.
-    wake: Mutex<(bool, bool)>,
+    /// Requests to the background thread.
+    wake: Mutex<Wake>,
     wake_cv: Condvar,
     pub(crate) counters: VersionCounters,
+}
+
+/// What the background thread is asked to do.
+#[derive(Default)]
+struct Wake {
+    /// Bring the versions under 80 % of the budget.
+    reclaim: bool,
+    /// Move the pending versions into the map.
+    drain: bool,
+    stop: bool,
 }
 
 /// The store key of `key` in `table`: the name's length, the name, the key.
@@ -195,12 +229,16 @@ impl Versions {
                 next: 1,
                 inflight: BTreeSet::new(),
             }),
-            map: RwLock::new(Store::default()),
+            map: RwLock::new(Store {
+                spare: Vec::with_capacity(DRAIN_AT * 2),
+                ..Store::default()
+            }),
+            pending: Mutex::new(Vec::with_capacity(DRAIN_AT * 2)),
             gc: Mutex::new(VecDeque::new()),
             bytes: AtomicU64::new(0),
             count: AtomicU64::new(0),
             drops: RwLock::new(HashMap::new()),
-            wake: Mutex::new((false, false)),
+            wake: Mutex::new(Wake::default()),
             wake_cv: Condvar::new(),
             counters: VersionCounters::default(),
         }
@@ -302,12 +340,46 @@ impl Versions {
         // may uncharge it at once: the counters never go below zero.
         self.bytes.fetch_add(size, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
-        {
-            let mut map = self.map.write();
-            map.newest = map.newest.max(ts);
-            map.keys.entry(ck.clone()).or_default().push(v);
+        let n = {
+            let mut p = self.pending.lock();
+            p.push((ck, v));
+            p.len()
+        };
+        if n >= SELF_DRAIN_AT {
+            self.drain();
+        } else if n == DRAIN_AT {
+            let mut w = self.wake.lock();
+            if !w.drain {
+                w.drain = true;
+                self.wake_cv.notify_one();
+            }
         }
-        self.gc.lock().push_back((ts, ck));
+    }
+
+    /// Moves the pending versions into the map.
+    fn drain(&self) {
+        let mut map = self.map.write();
+        self.drain_into(&mut map);
+    }
+
+    /// [`Versions::drain`] with the map's write lock held.
+    fn drain_into(&self, map: &mut Store) {
+        let mut items = std::mem::take(&mut map.spare);
+        {
+            let mut p = self.pending.lock();
+            if p.is_empty() {
+                map.spare = items;
+                return;
+            }
+            std::mem::swap(&mut *p, &mut items);
+        }
+        let mut gc = self.gc.lock();
+        for (ck, v) in items.drain(..) {
+            map.newest = map.newest.max(v.ts);
+            gc.push_back((v.ts, ck.clone()));
+            map.keys.entry(ck).or_default().push(v);
+        }
+        map.spare = items;
     }
 
     /// Bytes above which the background reclaimer is asked to bring the
@@ -325,34 +397,40 @@ impl Versions {
             self.enforce(self.budget);
         } else if b > self.soft_limit() {
             let mut w = self.wake.lock();
-            if !w.0 {
-                w.0 = true;
+            if !w.reclaim {
+                w.reclaim = true;
                 self.wake_cv.notify_one();
             }
         }
     }
 
-    /// The background reclaimer: keeps the versions under 80 % of the
-    /// budget, so committers rarely do it. Returns when `stop` is set.
+    /// The background thread: moves pending versions into the map and
+    /// keeps the versions under 80 % of the budget, so committers rarely
+    /// do either. Returns when `stop` is set.
     pub(crate) fn run_reclaimer(&self) {
         loop {
-            {
+            let (drain, reclaim) = {
                 let mut w = self.wake.lock();
-                while !w.0 && !w.1 {
+                while !w.reclaim && !w.drain && !w.stop {
                     self.wake_cv.wait(&mut w);
                 }
-                if w.1 {
+                if w.stop {
                     return;
                 }
-                w.0 = false;
+                (std::mem::take(&mut w.drain), std::mem::take(&mut w.reclaim))
+            };
+            if drain {
+                self.drain();
             }
-            self.enforce(self.soft_limit());
+            if reclaim {
+                self.enforce(self.soft_limit());
+            }
         }
     }
 
     /// Stops [`Versions::run_reclaimer`].
     pub(crate) fn stop_reclaimer(&self) {
-        self.wake.lock().1 = true;
+        self.wake.lock().stop = true;
         self.wake_cv.notify_all();
     }
 
@@ -364,21 +442,38 @@ impl Versions {
 
     /// What snapshot `s` sees for `key` if a version decides it.
     pub(crate) fn lookup(&self, s: Ts, table: &[u8], key: &[u8]) -> Seen {
+        let ck = compose(table, key);
         let map = self.map.read();
-        map.keys
-            .get(compose(table, key).as_slice())?
-            .iter()
-            .find(|v| v.ts > s)
-            .map(|v| v.before.clone())
+        // The map holds a key's older versions, the pending list its newer
+        // ones: the first after `s` is in the map if any there is.
+        if let Some(v) = map
+            .keys
+            .get(ck.as_slice())
+            .and_then(|c| c.iter().find(|v| v.ts > s))
+        {
+            return Some(v.before.clone());
+        }
+        let p = self.pending.lock();
+        drop(map);
+        p.iter()
+            .find(|(k, v)| v.ts > s && *k == ck)
+            .map(|(_, v)| v.before.clone())
     }
 
     /// Whether a commit after `s` changed `key` (a write conflict).
     pub(crate) fn changed_since(&self, s: Ts, table: &[u8], key: &[u8]) -> bool {
-        self.map
-            .read()
+        let ck = compose(table, key);
+        let map = self.map.read();
+        if map
             .keys
-            .get(compose(table, key).as_slice())
+            .get(ck.as_slice())
             .is_some_and(|c| c.last().is_some_and(|v| v.ts > s))
+        {
+            return true;
+        }
+        let p = self.pending.lock();
+        drop(map);
+        p.iter().any(|(k, v)| v.ts > s && *k == ck)
     }
 
     /// Keys of `table` in `(lo, hi)` whose value at `s` a version decides,
@@ -421,12 +516,38 @@ impl Versions {
             lo.as_ref().map(StoreKey::as_slice),
             hi.as_ref().map(StoreKey::as_slice),
         );
-        for (k, chain) in self.map.read().keys.range::<[u8], _>(bounds) {
+        let map = self.map.read();
+        for (k, chain) in map.keys.range::<[u8], _>(bounds) {
             if let Some(v) = chain.iter().find(|v| v.ts > s) {
                 out.push((k[prefix..].to_vec(), v.before.clone()));
             }
         }
-        out
+        let p = self.pending.lock();
+        drop(map);
+        let mut more: BTreeMap<&[u8], &Option<Vec<u8>>> = BTreeMap::new();
+        for (k, v) in p.iter() {
+            if v.ts > s && bounds.contains(k.as_slice()) {
+                more.entry(&k[prefix..]).or_insert(&v.before);
+            }
+        }
+        if more.is_empty() {
+            return out;
+        }
+        // A key the map decides keeps the map's (older) version; a key
+        // whose map versions are all at or before `s` is decided here.
+        for (k, _) in &out {
+            more.remove(k.as_slice());
+        }
+        let mut merged = Vec::with_capacity(out.len() + more.len());
+        let mut extra = more.into_iter().peekable();
+        for (k, v) in out {
+            while let Some((ek, ev)) = extra.next_if(|(ek, _)| *ek < k.as_slice()) {
+                merged.push((ek.to_vec(), ev.clone()));
+            }
+            merged.push((k, v));
+        }
+        merged.extend(extra.map(|(k, v)| (k.to_vec(), v.clone())));
+        merged
     }
 
     /// Invalidates the oldest snapshots until the kept versions fit the
@@ -518,7 +639,8 @@ impl Versions {
         }
     }
 
-    /// When every kept version is at or below `limit` (the usual case once
+    /// Moves the pending versions into the map, then, when every kept
+    /// version is at or below `limit` (the usual case once
     /// the oldest snapshot is gone), empties the store in one step instead
     /// of key by key, and frees it outside the lock. Returns whether it
     /// did. No version at or below `limit` can be saved later: its commit
@@ -528,6 +650,7 @@ impl Versions {
         const BATCH: usize = 4096;
         let keys = {
             let mut map = self.map.write();
+            self.drain_into(&mut map);
             if map.keys.is_empty() || map.newest > limit {
                 return false;
             }
@@ -642,6 +765,117 @@ mod tests {
         assert!(v.gc.lock().is_empty(), "queue entries of freed keys go too");
     }
 
+    /// Which snapshot saw what, with versions split between the map and
+    /// the pending list at every point: against a model that keeps every
+    /// value each key ever had.
+    mod split {
+        use super::*;
+        use proptest::prelude::*;
+
+        const KEYS: u8 = 4;
+
+        #[derive(Debug, Clone)]
+        enum Step {
+            /// Commit: set key to value (`None`: delete).
+            Write(u8, Option<u8>),
+            Snapshot,
+            Drain,
+        }
+
+        fn step() -> impl Strategy<Value = Step> {
+            prop_oneof![
+                6 => (0..KEYS, proptest::option::of(any::<u8>())).prop_map(|(k, v)| Step::Write(k, v)),
+                1 => Just(Step::Snapshot),
+                2 => Just(Step::Drain),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn reads_agree_with_the_model(steps in proptest::collection::vec(step(), 1..60)) {
+                let gate = Gate::new();
+                let v = Versions::new(1 << 30);
+                let mut tree: [Option<u8>; KEYS as usize] = [None; KEYS as usize];
+                // (snapshot, what it must see, keys written since)
+                let mut snaps = Vec::new();
+                for st in steps {
+                    match st {
+                        Step::Write(k, val) => {
+                            let ts = v.begin();
+                            if let Some(ts) = ts {
+                                v.save(ts, b"t", &[k], tree[k as usize].map(|b| vec![b]));
+                            }
+                            tree[k as usize] = val;
+                            for (_, _, written) in snaps.iter_mut() {
+                                let written: &mut [bool; KEYS as usize] = written;
+                                written[k as usize] = true;
+                            }
+                            if let Some(ts) = ts {
+                                v.end(ts);
+                            }
+                        }
+                        Step::Snapshot => snaps.push((v.register(&gate), tree, [false; KEYS as usize])),
+                        Step::Drain => v.drain(),
+                    }
+                    for (s, seen, written) in &snaps {
+                        let mut expect = Vec::new();
+                        for k in 0..KEYS {
+                            let got = match v.lookup(s.ts, b"t", &[k]) {
+                                Some(b) => b.map(|b| b[0]),
+                                None => tree[k as usize],
+                            };
+                            prop_assert_eq!(got, seen[k as usize], "key {} at {}", k, s.ts);
+                            prop_assert_eq!(v.changed_since(s.ts, b"t", &[k]), written[k as usize]);
+                            if seen[k as usize] != tree[k as usize] {
+                                expect.push((vec![k], seen[k as usize].map(|b| vec![b])));
+                            }
+                        }
+                        // The range's decided keys, where they differ from
+                        // the tree, are exactly the changed ones.
+                        let r: Vec<_> = v
+                            .range(s.ts, b"t", Bound::Unbounded, Bound::Unbounded)
+                            .into_iter()
+                            .filter(|(k, b)| tree[k[0] as usize].map(|x| vec![x]) != *b)
+                            .collect();
+                        prop_assert_eq!(r, expect);
+                        let mid: Vec<_> = v
+                            .range(s.ts, b"t", Bound::Included(&[1u8][..]), Bound::Excluded(&[3u8][..]))
+                            .into_iter()
+                            .map(|(k, _)| k[0])
+                            .collect();
+                        prop_assert!(mid.iter().all(|k| (1..3).contains(k)));
+                        prop_assert!(mid.windows(2).all(|w| w[0] < w[1]), "in key order: {:?}", mid);
+                    }
+                }
+                for (s, _, _) in &snaps {
+                    v.release(s);
+                }
+                prop_assert_eq!(v.gauges(), (0, 0, 0, 0));
+                prop_assert!(v.pending.lock().is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_pending_list_is_moved_by_the_committer() {
+        let gate = Gate::new();
+        let v = Versions::new(1 << 30);
+        let s = v.register(&gate);
+        for i in 0..SELF_DRAIN_AT as u32 {
+            let ts = v.begin().unwrap();
+            v.save(ts, b"t", &i.to_be_bytes(), None);
+            v.end(ts);
+        }
+        assert!(
+            v.pending.lock().is_empty(),
+            "no background thread runs here"
+        );
+        assert_eq!(v.map.read().keys.len(), SELF_DRAIN_AT);
+        assert_eq!(v.lookup(s.ts, b"t", &7u32.to_be_bytes()), Some(None));
+        v.release(&s);
+        assert_eq!(v.gauges(), (0, 0, 0, 0));
+    }
+
     #[test]
     fn going_over_budget_invalidates_the_oldest_snapshot_only() {
         let gate = Gate::new();
@@ -740,6 +974,35 @@ mod loom_tests {
             let [a, b] = snapshot_read(&w);
             assert_eq!(a, b, "a snapshot saw half a batch");
             writer.join().expect("writer");
+        });
+    }
+
+    /// A commit's versions moved into the map while a snapshot reads them:
+    /// the reader finds each version in the map or in the pending list.
+    #[test]
+    fn a_drain_racing_reads() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            let w = world();
+            let s = w.versions.register(&w.gate);
+            let w1 = w.clone();
+            let writer = loom::thread::spawn(move || {
+                commit(&w1, 1);
+                w1.versions.drain();
+            });
+            let mut out = [0; 2];
+            for (i, key) in KEYS.iter().enumerate() {
+                let live = w.tree[i].load(Ordering::SeqCst);
+                out[i] = match w.versions.lookup(s.ts, b"t", key) {
+                    Some(Some(b)) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+                    Some(None) => panic!("the keys always exist"),
+                    None => live,
+                };
+            }
+            assert_eq!(out, [0, 0], "the snapshot predates the commit");
+            writer.join().expect("writer");
+            w.versions.release(&s);
         });
     }
 
