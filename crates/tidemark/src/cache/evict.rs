@@ -14,9 +14,8 @@ use crate::pager::{Pager, Pending};
 pub(crate) const APP_EXAMINE_MAX: usize = 64;
 /// How long an idle worker sleeps before rechecking on its own.
 const WORKER_IDLE: Duration = Duration::from_millis(50);
-/// The worker does not clean a page again within this long of cleaning it
-/// while the dirty pages are at or under [`dirty_high`] (see
-/// [`reduce_dirty`]).
+/// While usage is at or under [`paced_usage_limit`], a page is not
+/// cleaned again within this long of being cleaned (see [`reduce_dirty`]).
 pub(crate) const RECLEAN_GAP: Duration = Duration::from_secs(1);
 /// How long the worker waits when every dirty page it found was cleaned
 /// within [`RECLEAN_GAP`].
@@ -28,16 +27,22 @@ const PACED_WAIT: Duration = Duration::from_millis(10);
 /// let hot pages stay dirty would spend its time walking past clean pages
 /// to find dirty ones to evict (measured in cache-pressure: 5-6 frames
 /// examined per eviction instead of 2.8).
-fn paced_usage_limit(pool: &BufferPool) -> usize {
+pub(crate) fn paced_usage_limit(pool: &BufferPool) -> usize {
     pool.cfg.target / 8 * 7
 }
 
-/// Dirty pages above which the worker cleans without [`RECLEAN_GAP`]:
-/// three quarters of the way from `eviction_dirty_target` to
-/// `eviction_dirty_trigger`, so application threads are not left to do it.
-pub(crate) fn dirty_high(pool: &BufferPool) -> usize {
-    let (t, tr) = (pool.cfg.dirty_target, pool.cfg.dirty_trigger);
-    t + tr.saturating_sub(t) * 3 / 4
+/// One step of the worker for the dirty target (usage is under its own
+/// target): cleans or evicts one dirty page, paced while usage is at or
+/// under [`paced_usage_limit`]. Records in `pool.dirty_hot` whether a
+/// paced step found every dirty page cleaned within [`RECLEAN_GAP`].
+pub(crate) fn clean_step(pool: &BufferPool, pager: &Pager, used: usize) -> Result<Relief> {
+    let paced = (used <= paced_usage_limit(pool)).then(Instant::now);
+    let r = reduce_dirty(pool, pager, pool.frames.len(), paced);
+    let hot = paced.is_some() && matches!(r, Ok(Relief::Nothing));
+    if pool.dirty_hot.load(Ordering::Relaxed) != hot {
+        pool.dirty_hot.store(hot, Ordering::Relaxed);
+    }
+    r
 }
 
 /// Runs the CLOCK hand over at most `max_examine` frames and evicts the
@@ -214,19 +219,19 @@ pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
             continue;
         }
         if !over_used {
-            // Only the dirty pages are over their target. Up to
-            // `dirty_high`, in a cache that holds its working set with
-            // room to spare, each hot page is cleaned at most once per
-            // RECLEAN_GAP.
-            let paced =
-                (dirty <= dirty_high(pool) && used <= paced_usage_limit(pool)).then(Instant::now);
-            match reduce_dirty(pool, pager, pool.frames.len(), paced) {
+            // Only the dirty pages are over their target. In a cache that
+            // holds its working set with room to spare, each hot page is
+            // cleaned at most once per RECLEAN_GAP, at every level of dirty
+            // pages: one written again within milliseconds is dirty again
+            // at once, and is left for the checkpoint.
+            let paced = used <= paced_usage_limit(pool);
+            match clean_step(pool, pager, used) {
                 Ok(Relief::Evicted(fi)) => {
                     let g = pool.frames[fi as usize].latch.write();
                     pool.release_frame(fi, g);
                 }
                 Ok(Relief::Cleaned) => {}
-                Ok(Relief::Nothing) if paced.is_some() => {
+                Ok(Relief::Nothing) if paced => {
                     // Every dirty page seen was cleaned just now: wait
                     // (an application thread over a trigger wakes us).
                     let mut w = pool.wake.lock();

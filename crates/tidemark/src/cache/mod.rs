@@ -116,6 +116,10 @@ pub(crate) struct BufferPool {
     /// Frames holding a page or a shadow.
     pub(crate) used: AtomicUsize,
     pub(crate) dirty: AtomicUsize,
+    /// Set by the worker when its last paced step found every dirty page
+    /// cleaned within `RECLEAN_GAP` (see [`evict::clean_step`]): the dirty
+    /// pages are hot ones, left for the checkpoint.
+    pub(crate) dirty_hot: AtomicBool,
     pub(crate) cfg: PoolConfig,
     pub(crate) counters: PoolCounters,
     wake: Mutex<bool>,
@@ -222,6 +226,7 @@ impl BufferPool {
             wake: Mutex::new(false),
             wake_cv: Condvar::new(),
             shutdown: AtomicBool::new(false),
+            dirty_hot: AtomicBool::new(false),
         }
     }
 
@@ -406,10 +411,21 @@ impl BufferPool {
     /// dirty page is cleaned instead, see [`evict::reduce_dirty`]). Returns
     /// the emptied frame, still counted as used; `None` if nothing was
     /// needed or found, or a page was cleaned.
+    ///
+    /// Over the dirty trigger alone, in a cache with room (usage at or
+    /// under [`evict::paced_usage_limit`]), the thread is paced as the
+    /// worker is, and does nothing when the worker found every dirty page
+    /// cleaned within `RECLEAN_GAP` (`dirty_hot`): those are pages written
+    /// again within a second, which cleaning would dirty again at once and
+    /// the next checkpoint writes once.
     fn help(&self, pager: &Pager, incoming: usize) -> Option<u32> {
         let used = self.used.load(Ordering::Relaxed) + incoming;
         let dirty = self.dirty.load(Ordering::Relaxed);
         if used <= self.cfg.trigger && dirty <= self.cfg.dirty_trigger {
+            return None;
+        }
+        let room = used <= evict::paced_usage_limit(self);
+        if room && self.dirty_hot.load(Ordering::Relaxed) {
             return None;
         }
         self.wake_workers();
@@ -420,7 +436,8 @@ impl BufferPool {
         let fi = if used <= self.cfg.trigger {
             // Only the dirty pages are over their trigger: one fewer is
             // enough, evicted or (a hot page) cleaned and kept.
-            match evict::reduce_dirty(self, pager, evict::APP_EXAMINE_MAX, None) {
+            let paced = room.then(Instant::now);
+            match evict::reduce_dirty(self, pager, evict::APP_EXAMINE_MAX, paced) {
                 Ok(evict::Relief::Evicted(fi)) => Some(fi),
                 Ok(evict::Relief::Cleaned) => None,
                 Ok(evict::Relief::Nothing) | Err(_) => return None,
@@ -571,16 +588,21 @@ mod testkit {
     /// A pool of `frames` frames over pages 1 and 2, both written to the
     /// data file (version 0 in their `aux` field) and evicted.
     pub(super) fn setup(frames: usize) -> (Arc<BufferPool>, Arc<Pager>) {
-        let file = std::sync::Arc::new(MemFile(std::sync::Mutex::new(Vec::new())));
-        let alloc = BlockAlloc::new(std::iter::empty()).expect("no blocks used yet");
-        let pager = Arc::new(Pager::new(file, PageMap::new(), alloc, 1, 3, Vec::new()));
-        let pool = Arc::new(BufferPool::new(PoolConfig {
+        setup_cfg(PoolConfig {
             frames,
             target: frames,
             trigger: frames,
             dirty_target: frames,
             dirty_trigger: frames,
-        }));
+        })
+    }
+
+    /// [`setup`] with the pool's configuration given.
+    pub(super) fn setup_cfg(cfg: PoolConfig) -> (Arc<BufferPool>, Arc<Pager>) {
+        let file = std::sync::Arc::new(MemFile(std::sync::Mutex::new(Vec::new())));
+        let alloc = BlockAlloc::new(std::iter::empty()).expect("no blocks used yet");
+        let pager = Arc::new(Pager::new(file, PageMap::new(), alloc, 1, 3, Vec::new()));
+        let pool = Arc::new(BufferPool::new(cfg));
         for pid in 1..=2 {
             let mut w = pool.new_page(&pager, pid).unwrap();
             node::init_leaf(w.bytes_mut().unwrap(), pid);
@@ -766,7 +788,7 @@ mod loom_tests {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::testkit::{bump, evict, read, setup};
+    use super::testkit::{bump, evict, read, setup, setup_cfg};
     use super::*;
     use std::time::Duration;
 
@@ -817,5 +839,56 @@ mod tests {
         while evict(&pool, &pager) {}
         assert_eq!(cached_dirty(&pool, 1), None);
         assert_eq!(read(&pool, &pager, 1), 3, "a write was lost");
+    }
+
+    /// Over the dirty trigger alone, with room in the cache: once the
+    /// worker finds every dirty page cleaned within `RECLEAN_GAP`, an
+    /// application thread leaves them (no write, no eviction); in a cache
+    /// near its usage target it cleans one as before.
+    #[test]
+    fn application_threads_leave_hot_dirty_pages_when_the_cache_has_room() {
+        for room in [true, false] {
+            let (pool, pager) = setup_cfg(PoolConfig {
+                frames: 64,
+                // No room: every frame in use is over the paced limit.
+                target: if room { 64 } else { 1 },
+                trigger: 64,
+                dirty_target: 0,
+                dirty_trigger: 0,
+            });
+            bump(&pool, &pager, 1);
+            read(&pool, &pager, 1); // referenced
+            let used = pool.used.load(Ordering::SeqCst);
+            assert!(matches!(
+                evict::clean_step(&pool, &pager, used).unwrap(),
+                evict::Relief::Cleaned
+            ));
+            assert!(!pool.dirty_hot.load(Ordering::SeqCst));
+            bump(&pool, &pager, 1); // dirty again within the gap
+            let step = evict::clean_step(&pool, &pager, used).unwrap();
+            assert_eq!(pool.dirty_hot.load(Ordering::SeqCst), room);
+            if room {
+                assert!(matches!(step, evict::Relief::Nothing));
+                assert_eq!(cached_dirty(&pool, 1), Some(true));
+            }
+            bump(&pool, &pager, 1);
+            let cleaned = pool.counters.cleaned.load(Ordering::SeqCst);
+            let apps = pool.counters.app_evictions.load(Ordering::SeqCst);
+            let examined = pool.counters.examined.load(Ordering::SeqCst);
+            assert!(pool.dirty.load(Ordering::SeqCst) > pool.cfg.dirty_trigger);
+            pool.help_if_over_trigger(&pager);
+            let did = pool.counters.cleaned.load(Ordering::SeqCst) - cleaned;
+            let helped = pool.counters.app_evictions.load(Ordering::SeqCst) - apps;
+            let looked = pool.counters.examined.load(Ordering::SeqCst) - examined;
+            if room {
+                assert_eq!((did, helped), (0, 0), "cleaned a hot page again");
+                assert_eq!(looked, 0, "walked the frames for nothing");
+                assert_eq!(cached_dirty(&pool, 1), Some(true));
+            } else {
+                assert_eq!(cached_dirty(&pool, 1), Some(false), "left dirty");
+            }
+            while evict(&pool, &pager) {}
+            assert_eq!(read(&pool, &pager, 1), 3, "a write was lost");
+        }
     }
 }
