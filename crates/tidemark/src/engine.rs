@@ -252,7 +252,7 @@ impl Engine {
     fn keeping<R>(&self, key: &[u8], track: Track<'_>, f: impl FnOnce(Keep<'_>) -> R) -> R {
         match track {
             Some((ts, table)) => {
-                let mut save = |before| self.versions.save(ts, table, key, before);
+                let mut save = |before: Option<&[u8]>| self.versions.save(ts, table, key, before);
                 f(Some(&mut save))
             }
             None => f(None),

@@ -45,7 +45,7 @@
 //! snapshot's next read fails with [`Error::SnapshotTooOld`]; writers never
 //! wait for readers.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -97,8 +97,38 @@ struct Store {
     newest: Ts,
     /// An empty list with capacity, swapped with the pending list when it
     /// is moved in (no allocation per move).
-    spare: Vec<(StoreKey, Version)>,
+    spare: Pending,
 }
+
+/// Where a before-image is in [`Pending::bytes`]: offset and length.
+type Span = (usize, usize);
+
+/// Versions saved but not yet in the map, in the order saved: store key,
+/// timestamp, and where the before-image is in `bytes` (`None`: the key was
+/// absent). A save copies the before-image into `bytes`, so the committer
+/// allocates nothing per version; the move into the map does.
+#[derive(Default)]
+struct Pending {
+    items: Vec<(StoreKey, Ts, Option<Span>)>,
+    bytes: Vec<u8>,
+}
+
+impl Pending {
+    fn with_capacity() -> Pending {
+        Pending {
+            items: Vec::with_capacity(DRAIN_AT * 2),
+            bytes: Vec::with_capacity(DRAIN_AT * 128),
+        }
+    }
+
+    fn before(&self, at: Option<Span>) -> Option<Vec<u8>> {
+        at.map(|(o, l)| self.bytes[o..o + l].to_vec())
+    }
+}
+
+/// Capacity of a spare list's bytes above which it is not kept (one large
+/// before-image should not stay allocated after it moved).
+const SPARE_BYTES_MAX: usize = 1 << 20;
 
 /// A registered snapshot; dropping it does not release it (call
 /// [`Versions::release`]).
@@ -124,8 +154,9 @@ impl SnapshotReg {
 struct Clock {
     next: Ts,
     /// Timestamps of commits that save before-images and have not
-    /// finished applying.
-    inflight: BTreeSet<Ts>,
+    /// finished applying, ascending (taken in order under the clock's
+    /// lock; as many as commits in flight).
+    inflight: Vec<Ts>,
 }
 
 impl Clock {
@@ -162,7 +193,7 @@ pub(crate) struct Versions {
     map: RwLock<Store>,
     /// Versions saved but not yet in `map`, in the order saved. Lock order:
     /// `map`, then `pending`, then `gc`.
-    pending: Mutex<Vec<(StoreKey, Version)>>,
+    pending: Mutex<Pending>,
     /// (timestamp, key) of every version in `map`, roughly in timestamp
     /// order.
     gc: Mutex<VecDeque<(Ts, StoreKey)>>,
@@ -227,13 +258,13 @@ impl Versions {
             active: AtomicUsize::new(0),
             clock: Mutex::new(Clock {
                 next: 1,
-                inflight: BTreeSet::new(),
+                inflight: Vec::new(),
             }),
             map: RwLock::new(Store {
-                spare: Vec::with_capacity(DRAIN_AT * 2),
+                spare: Pending::with_capacity(),
                 ..Store::default()
             }),
-            pending: Mutex::new(Vec::with_capacity(DRAIN_AT * 2)),
+            pending: Mutex::new(Pending::with_capacity()),
             gc: Mutex::new(VecDeque::new()),
             bytes: AtomicU64::new(0),
             count: AtomicU64::new(0),
@@ -305,13 +336,16 @@ impl Versions {
         let mut c = self.clock.lock();
         let ts = c.next;
         c.next += 1;
-        c.inflight.insert(ts);
+        c.inflight.push(ts);
         Some(ts)
     }
 
     /// The commit with timestamp `ts` has applied (or failed).
     pub(crate) fn end(&self, ts: Ts) {
-        self.clock.lock().inflight.remove(&ts);
+        let mut c = self.clock.lock();
+        if let Some(i) = c.inflight.iter().position(|&t| t == ts) {
+            c.inflight.remove(i);
+        }
     }
 
     /// Records that `table` is dropped by the commit with timestamp `ts`
@@ -332,18 +366,23 @@ impl Versions {
 
     /// Saves `before`, the value of `key` before the commit `ts` changes
     /// it. Must run before the tree changes.
-    pub(crate) fn save(&self, ts: Ts, table: &[u8], key: &[u8], before: Option<Vec<u8>>) {
+    pub(crate) fn save(&self, ts: Ts, table: &[u8], key: &[u8], before: Option<&[u8]>) {
         let ck = compose(table, key);
-        let v = Version { ts, before };
-        let size = version_size(&ck, &v);
+        // As `version_size` charges it once moved into the map.
+        let size = VERSION_OVERHEAD + ck.len() as u64 + before.map_or(0, |b| b.len() as u64);
         // Charged before the version becomes visible to `reclaim`, which
         // may uncharge it at once: the counters never go below zero.
         self.bytes.fetch_add(size, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
         let n = {
             let mut p = self.pending.lock();
-            p.push((ck, v));
-            p.len()
+            let at = before.map(|b| {
+                let o = p.bytes.len();
+                p.bytes.extend_from_slice(b);
+                (o, b.len())
+            });
+            p.items.push((ck, ts, at));
+            p.items.len()
         };
         if n >= SELF_DRAIN_AT {
             self.drain();
@@ -364,22 +403,27 @@ impl Versions {
 
     /// [`Versions::drain`] with the map's write lock held.
     fn drain_into(&self, map: &mut Store) {
-        let mut items = std::mem::take(&mut map.spare);
+        let mut list = std::mem::take(&mut map.spare);
         {
             let mut p = self.pending.lock();
-            if p.is_empty() {
-                map.spare = items;
+            if p.items.is_empty() {
+                map.spare = list;
                 return;
             }
-            std::mem::swap(&mut *p, &mut items);
+            std::mem::swap(&mut *p, &mut list);
         }
         let mut gc = self.gc.lock();
-        for (ck, v) in items.drain(..) {
-            map.newest = map.newest.max(v.ts);
-            gc.push_back((v.ts, ck.clone()));
-            map.keys.entry(ck).or_default().push(v);
+        for (ck, ts, at) in list.items.drain(..) {
+            map.newest = map.newest.max(ts);
+            gc.push_back((ts, ck.clone()));
+            let before = at.map(|(o, l)| list.bytes[o..o + l].to_vec());
+            map.keys.entry(ck).or_default().push(Version { ts, before });
         }
-        map.spare = items;
+        list.bytes.clear();
+        if list.bytes.capacity() > SPARE_BYTES_MAX {
+            list.bytes = Vec::with_capacity(DRAIN_AT * 128);
+        }
+        map.spare = list;
     }
 
     /// Bytes above which the background reclaimer is asked to bring the
@@ -455,9 +499,10 @@ impl Versions {
         }
         let p = self.pending.lock();
         drop(map);
-        p.iter()
-            .find(|(k, v)| v.ts > s && *k == ck)
-            .map(|(_, v)| v.before.clone())
+        p.items
+            .iter()
+            .find(|(k, ts, _)| *ts > s && *k == ck)
+            .map(|&(_, _, at)| p.before(at))
     }
 
     /// Whether a commit after `s` changed `key` (a write conflict).
@@ -473,7 +518,7 @@ impl Versions {
         }
         let p = self.pending.lock();
         drop(map);
-        p.iter().any(|(k, v)| v.ts > s && *k == ck)
+        p.items.iter().any(|(k, ts, _)| *ts > s && *k == ck)
     }
 
     /// Keys of `table` in `(lo, hi)` whose value at `s` a version decides,
@@ -524,10 +569,10 @@ impl Versions {
         }
         let p = self.pending.lock();
         drop(map);
-        let mut more: BTreeMap<&[u8], &Option<Vec<u8>>> = BTreeMap::new();
-        for (k, v) in p.iter() {
-            if v.ts > s && bounds.contains(k.as_slice()) {
-                more.entry(&k[prefix..]).or_insert(&v.before);
+        let mut more: BTreeMap<&[u8], Option<Span>> = BTreeMap::new();
+        for (k, ts, at) in p.items.iter() {
+            if *ts > s && bounds.contains(k.as_slice()) {
+                more.entry(&k[prefix..]).or_insert(*at);
             }
         }
         if more.is_empty() {
@@ -541,12 +586,12 @@ impl Versions {
         let mut merged = Vec::with_capacity(out.len() + more.len());
         let mut extra = more.into_iter().peekable();
         for (k, v) in out {
-            while let Some((ek, ev)) = extra.next_if(|(ek, _)| *ek < k.as_slice()) {
-                merged.push((ek.to_vec(), ev.clone()));
+            while let Some((ek, at)) = extra.next_if(|(ek, _)| *ek < k.as_slice()) {
+                merged.push((ek.to_vec(), p.before(at)));
             }
             merged.push((k, v));
         }
-        merged.extend(extra.map(|(k, v)| (k.to_vec(), v.clone())));
+        merged.extend(extra.map(|(k, at)| (k.to_vec(), p.before(at))));
         merged
     }
 
@@ -708,10 +753,10 @@ mod tests {
         assert_eq!(v.begin(), None, "no snapshot: nothing is saved");
         let s = v.register(&gate);
         let t1 = v.begin().unwrap();
-        v.save(t1, b"t", b"k", Some(b"old".to_vec()));
+        v.save(t1, b"t", b"k", Some(b"old"));
         v.end(t1);
         let t2 = v.begin().unwrap();
-        v.save(t2, b"t", b"k", Some(b"mid".to_vec()));
+        v.save(t2, b"t", b"k", Some(b"mid"));
         v.save(t2, b"t", b"new", None);
         v.end(t2);
         assert_eq!(v.lookup(s.ts, b"t", b"k"), Some(Some(b"old".to_vec())));
@@ -743,11 +788,11 @@ mod tests {
         let long = vec![7u8; 100]; // longer than a store key kept inline
         let first = v.register(&gate);
         let t1 = v.begin().unwrap();
-        v.save(t1, b"t", b"a", Some(b"v0".to_vec()));
+        v.save(t1, b"t", b"a", Some(b"v0"));
         v.end(t1);
         let second = v.register(&gate);
         let t2 = v.begin().unwrap();
-        v.save(t2, b"t", b"a", Some(b"v1".to_vec()));
+        v.save(t2, b"t", b"a", Some(b"v1"));
         v.save(t2, b"t", &long, None);
         v.end(t2);
         assert_eq!(v.gauges().2, 3);
@@ -803,7 +848,8 @@ mod tests {
                         Step::Write(k, val) => {
                             let ts = v.begin();
                             if let Some(ts) = ts {
-                                v.save(ts, b"t", &[k], tree[k as usize].map(|b| vec![b]));
+                                let old = tree[k as usize].map(|b| [b]);
+                                v.save(ts, b"t", &[k], old.as_ref().map(|a| &a[..]));
                             }
                             tree[k as usize] = val;
                             for (_, _, written) in snaps.iter_mut() {
@@ -851,7 +897,7 @@ mod tests {
                     v.release(s);
                 }
                 prop_assert_eq!(v.gauges(), (0, 0, 0, 0));
-                prop_assert!(v.pending.lock().is_empty());
+                prop_assert!(v.pending.lock().items.is_empty());
             }
         }
     }
@@ -867,7 +913,7 @@ mod tests {
             v.end(ts);
         }
         assert!(
-            v.pending.lock().is_empty(),
+            v.pending.lock().items.is_empty(),
             "no background thread runs here"
         );
         assert_eq!(v.map.read().keys.len(), SELF_DRAIN_AT);
@@ -882,11 +928,11 @@ mod tests {
         let v = Versions::new(10_000);
         let old = v.register(&gate);
         let t = v.begin().unwrap();
-        v.save(t, b"t", b"a", Some(vec![0; 6000]));
+        v.save(t, b"t", b"a", Some(&[0; 6000]));
         v.end(t);
         let young = v.register(&gate);
         let t = v.begin().unwrap();
-        v.save(t, b"t", b"b", Some(vec![0; 6000]));
+        v.save(t, b"t", b"b", Some(&[0; 6000]));
         v.end(t);
         assert!(v.over_budget());
         v.enforce_budget();
@@ -923,8 +969,7 @@ mod loom_tests {
         for (cell, key) in w.tree.iter().zip(KEYS) {
             if let Some(ts) = ts {
                 let old = cell.load(Ordering::SeqCst);
-                w.versions
-                    .save(ts, b"t", key, Some(old.to_le_bytes().to_vec()));
+                w.versions.save(ts, b"t", key, Some(&old.to_le_bytes()));
             }
             cell.store(v, Ordering::SeqCst);
         }

@@ -120,7 +120,7 @@ fn check_child_level(parent: &[u8], child: &[u8], pid: u64) -> Result<()> {
 }
 
 /// Receives a key's previous value before a put or delete changes it.
-pub(crate) type Keep<'k> = Option<&'k mut dyn FnMut(Option<Vec<u8>>)>;
+pub(crate) type Keep<'k> = Option<&'k mut dyn FnMut(Option<&[u8]>)>;
 
 impl<'a> Tree<'a> {
     fn read_value(&self, v: LeafValue<'_>) -> Result<Vec<u8>> {
@@ -177,11 +177,13 @@ impl<'a> Tree<'a> {
     /// Hands the value at leaf index `i` (`None`: absent) to `keep`.
     fn keep_old(&self, b: &[u8], i: Option<usize>, keep: &mut Keep<'_>) -> Result<()> {
         if let Some(k) = keep.as_mut() {
-            let old = match i {
-                Some(i) => Some(self.read_value(node::leaf_value(b, i))?),
-                None => None,
-            };
-            k(old);
+            // An inline value is handed over from the leaf, not copied
+            // here: the receiver copies what it keeps.
+            match i.map(|i| node::leaf_value(b, i)) {
+                None => k(None),
+                Some(LeafValue::Inline(v)) => k(Some(v)),
+                Some(v) => k(Some(&self.read_value(v)?)),
+            }
         }
         Ok(())
     }
