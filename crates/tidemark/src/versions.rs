@@ -110,13 +110,29 @@ type Span = (usize, usize);
 #[derive(Default)]
 struct Pending {
     items: Vec<(StoreKey, Ts, Option<Span>)>,
+    /// [`tag`] of each item's key: a reader looking for one key compares
+    /// these first, so it holds the list's lock (which committers need)
+    /// for a short scan.
+    tags: Vec<u32>,
     bytes: Vec<u8>,
+}
+
+/// A 32-bit hash of a store key (multiply-rotate over 8-byte words).
+fn tag(ck: &[u8]) -> u32 {
+    let mut h = ck.len() as u64;
+    for c in ck.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    (h >> 32) as u32
 }
 
 impl Pending {
     fn with_capacity() -> Pending {
         Pending {
             items: Vec::with_capacity(DRAIN_AT * 2),
+            tags: Vec::with_capacity(DRAIN_AT * 2),
             bytes: Vec::with_capacity(DRAIN_AT * 128),
         }
     }
@@ -368,6 +384,7 @@ impl Versions {
     /// it. Must run before the tree changes.
     pub(crate) fn save(&self, ts: Ts, table: &[u8], key: &[u8], before: Option<&[u8]>) {
         let ck = compose(table, key);
+        let tg = tag(&ck);
         // As `version_size` charges it once moved into the map.
         let size = VERSION_OVERHEAD + ck.len() as u64 + before.map_or(0, |b| b.len() as u64);
         // Charged before the version becomes visible to `reclaim`, which
@@ -381,6 +398,7 @@ impl Versions {
                 p.bytes.extend_from_slice(b);
                 (o, b.len())
             });
+            p.tags.push(tg);
             p.items.push((ck, ts, at));
             p.items.len()
         };
@@ -419,6 +437,7 @@ impl Versions {
             let before = at.map(|(o, l)| list.bytes[o..o + l].to_vec());
             map.keys.entry(ck).or_default().push(Version { ts, before });
         }
+        list.tags.clear();
         list.bytes.clear();
         if list.bytes.capacity() > SPARE_BYTES_MAX {
             list.bytes = Vec::with_capacity(DRAIN_AT * 128);
@@ -497,12 +516,14 @@ impl Versions {
         {
             return Some(v.before.clone());
         }
+        let tg = tag(&ck);
         let p = self.pending.lock();
         drop(map);
-        p.items
+        p.tags
             .iter()
-            .find(|(k, ts, _)| *ts > s && *k == ck)
-            .map(|&(_, _, at)| p.before(at))
+            .zip(&p.items)
+            .find(|&(&t, (k, ts, _))| t == tg && *ts > s && *k == ck)
+            .map(|(_, &(_, _, at))| p.before(at))
     }
 
     /// Whether a commit after `s` changed `key` (a write conflict).
@@ -516,9 +537,13 @@ impl Versions {
         {
             return true;
         }
+        let tg = tag(&ck);
         let p = self.pending.lock();
         drop(map);
-        p.items.iter().any(|(k, ts, _)| *ts > s && *k == ck)
+        p.tags
+            .iter()
+            .zip(&p.items)
+            .any(|(&t, (k, ts, _))| t == tg && *ts > s && *k == ck)
     }
 
     /// Keys of `table` in `(lo, hi)` whose value at `s` a version decides,
