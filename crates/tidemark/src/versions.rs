@@ -260,7 +260,12 @@ fn table_end(table: &[u8]) -> StoreKey {
 
 /// Bytes charged for version `v` of store key `ck`.
 fn version_size(ck: &[u8], v: &Version) -> u64 {
-    VERSION_OVERHEAD + ck.len() as u64 + v.before.as_ref().map_or(0, |b| b.len() as u64)
+    charge(ck, v.before.as_deref())
+}
+
+/// Bytes charged for keeping `before` under store key `ck`.
+fn charge(ck: &[u8], before: Option<&[u8]>) -> u64 {
+    VERSION_OVERHEAD + ck.len() as u64 + before.map_or(0, |b| b.len() as u64)
 }
 
 /// What a snapshot sees for one key, if a version decides it.
@@ -385,8 +390,7 @@ impl Versions {
     pub(crate) fn save(&self, ts: Ts, table: &[u8], key: &[u8], before: Option<&[u8]>) {
         let ck = compose(table, key);
         let tg = tag(&ck);
-        // As `version_size` charges it once moved into the map.
-        let size = VERSION_OVERHEAD + ck.len() as u64 + before.map_or(0, |b| b.len() as u64);
+        let size = charge(&ck, before);
         // Charged before the version becomes visible to `reclaim`, which
         // may uncharge it at once: the counters never go below zero.
         self.bytes.fetch_add(size, Ordering::Relaxed);
@@ -431,12 +435,14 @@ impl Versions {
             std::mem::swap(&mut *p, &mut list);
         }
         let mut gc = self.gc.lock();
-        for (ck, ts, at) in list.items.drain(..) {
+        let mut items = std::mem::take(&mut list.items);
+        for (ck, ts, at) in items.drain(..) {
             map.newest = map.newest.max(ts);
             gc.push_back((ts, ck.clone()));
-            let before = at.map(|(o, l)| list.bytes[o..o + l].to_vec());
+            let before = list.before(at);
             map.keys.entry(ck).or_default().push(Version { ts, before });
         }
+        list.items = items;
         list.tags.clear();
         list.bytes.clear();
         if list.bytes.capacity() > SPARE_BYTES_MAX {
@@ -526,24 +532,10 @@ impl Versions {
             .map(|(_, &(_, _, at))| p.before(at))
     }
 
-    /// Whether a commit after `s` changed `key` (a write conflict).
+    /// Whether a commit after `s` changed `key` (a write conflict): some
+    /// version of it is tagged above `s`, which is what decides a lookup.
     pub(crate) fn changed_since(&self, s: Ts, table: &[u8], key: &[u8]) -> bool {
-        let ck = compose(table, key);
-        let map = self.map.read();
-        if map
-            .keys
-            .get(ck.as_slice())
-            .is_some_and(|c| c.last().is_some_and(|v| v.ts > s))
-        {
-            return true;
-        }
-        let tg = tag(&ck);
-        let p = self.pending.lock();
-        drop(map);
-        p.tags
-            .iter()
-            .zip(&p.items)
-            .any(|(&t, (k, ts, _))| t == tg && *ts > s && *k == ck)
+        self.lookup(s, table, key).is_some()
     }
 
     /// Keys of `table` in `(lo, hi)` whose value at `s` a version decides,
@@ -605,19 +597,11 @@ impl Versions {
         }
         // A key the map decides keeps the map's (older) version; a key
         // whose map versions are all at or before `s` is decided here.
-        for (k, _) in &out {
-            more.remove(k.as_slice());
+        let mut all: BTreeMap<Vec<u8>, Option<Vec<u8>>> = out.into_iter().collect();
+        for (k, at) in more {
+            all.entry(k.to_vec()).or_insert_with(|| p.before(at));
         }
-        let mut merged = Vec::with_capacity(out.len() + more.len());
-        let mut extra = more.into_iter().peekable();
-        for (k, v) in out {
-            while let Some((ek, at)) = extra.next_if(|(ek, _)| *ek < k.as_slice()) {
-                merged.push((ek.to_vec(), p.before(at)));
-            }
-            merged.push((k, v));
-        }
-        merged.extend(extra.map(|(k, at)| (k.to_vec(), p.before(at))));
-        merged
+        all.into_iter().collect()
     }
 
     /// Invalidates the oldest snapshots until the kept versions fit the

@@ -224,14 +224,13 @@ pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
             // cleaned at most once per RECLEAN_GAP, at every level of dirty
             // pages: one written again within milliseconds is dirty again
             // at once, and is left for the checkpoint.
-            let paced = used <= paced_usage_limit(pool);
             match clean_step(pool, pager, used) {
                 Ok(Relief::Evicted(fi)) => {
                     let g = pool.frames[fi as usize].latch.write();
                     pool.release_frame(fi, g);
                 }
                 Ok(Relief::Cleaned) => {}
-                Ok(Relief::Nothing) if paced => {
+                Ok(Relief::Nothing) if pool.dirty_hot.load(Ordering::Relaxed) => {
                     // Every dirty page seen was cleaned just now: wait
                     // (an application thread over a trigger wakes us).
                     let mut w = pool.wake.lock();
