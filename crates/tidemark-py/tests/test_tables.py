@@ -23,6 +23,29 @@ def test_open_options_and_context_manager(tmp_path):
         assert db.table("kv").get(b"k") == b"v"
 
 
+def test_checkpoint_log_size_starts_checkpoints(tmp_path):
+    # Under one 64 KiB segment: refused.
+    with pytest.raises(tidemark.ConfigurationError):
+        tidemark.open(tmp_path / "bad", log_segment_size="64KiB", checkpoint_log_size="32KiB")
+    with tidemark.open(tmp_path / "a", log_segment_size="64KiB", checkpoint_log_size="256KiB",
+                       checkpoint_interval=0) as db:
+        kv = db.table("kv")
+        before = db.stats()["checkpoints"]
+        for i in range(2000):
+            kv.put(b"k%05d" % i, b"v" * 500)
+        # About 1.1 MB of log: the checkpointer is asked for one as the
+        # log passes 256 KiB past the last checkpoint; it runs on its own
+        # thread.
+        import time
+        deadline = time.monotonic() + 10
+        while db.stats()["checkpoints"] == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert db.stats()["checkpoints"] > before
+    # 0 turns it off; the option is accepted.
+    with tidemark.open(tmp_path / "b", checkpoint_log_size=0, checkpoint_interval=0) as db:
+        db.table("kv").put(b"k", b"v")
+
+
 def test_parse_size():
     assert tidemark.parse_size(4096) == 4096
     assert tidemark.parse_size("64MB") == 64 << 20

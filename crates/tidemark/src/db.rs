@@ -29,6 +29,8 @@ use crate::wal::{Durability, Ticket, DEFAULT_SEGMENT_SIZE};
 
 /// Largest value, in bytes.
 pub const MAX_VALUE_SIZE: usize = 16 * 1024 * 1024;
+/// Default of [`Builder::checkpoint_log_size`].
+pub const DEFAULT_CHECKPOINT_LOG_SIZE: u64 = 1 << 30;
 /// Longest table name, in bytes.
 pub const MAX_TABLE_NAME: usize = 255;
 
@@ -47,6 +49,7 @@ pub struct Builder {
     eviction_dirty_trigger: u8,
     eviction_threads: usize,
     checkpoint_interval: Option<Duration>,
+    checkpoint_log_size: Option<u64>,
     durability: Durability,
     log_segment_size: u64,
     version_budget: u8,
@@ -71,6 +74,7 @@ impl std::fmt::Debug for Builder {
             .field("eviction_dirty_trigger", &self.eviction_dirty_trigger)
             .field("eviction_threads", &self.eviction_threads)
             .field("checkpoint_interval", &self.checkpoint_interval)
+            .field("checkpoint_log_size", &self.checkpoint_log_size)
             .field("durability", &self.durability)
             .field("log_segment_size", &self.log_segment_size)
             .field("version_budget", &self.version_budget)
@@ -92,6 +96,7 @@ impl Builder {
             eviction_dirty_trigger: 20,
             eviction_threads: 1,
             checkpoint_interval: Some(Duration::from_secs(60)),
+            checkpoint_log_size: Some(DEFAULT_CHECKPOINT_LOG_SIZE),
             durability: Durability::Write,
             log_segment_size: DEFAULT_SEGMENT_SIZE,
             version_budget: 10,
@@ -158,6 +163,16 @@ impl Builder {
         self.checkpoint_interval = every;
         self
     }
+    /// Log bytes written since the last checkpoint at which a checkpoint
+    /// starts without waiting for the interval (default 1 GiB; `None`:
+    /// only the interval). It bounds the log on disk and the replay when
+    /// the database opens after a crash. The segment files a checkpoint
+    /// lets go are kept for reuse, up to this size, so a steady write load
+    /// creates no new log files.
+    pub fn checkpoint_log_size(mut self, bytes: Option<u64>) -> Self {
+        self.checkpoint_log_size = bytes;
+        self
+    }
     /// Durability of commits that do not choose their own.
     pub fn durability(mut self, d: Durability) -> Self {
         self.durability = d;
@@ -193,6 +208,15 @@ impl Builder {
             return Err(Error::InvalidOption(format!(
                 "version_budget must be 1 to 50 percent, not {}",
                 self.version_budget
+            )));
+        }
+        if self
+            .checkpoint_log_size
+            .is_some_and(|b| b < self.log_segment_size)
+        {
+            return Err(Error::InvalidOption(format!(
+                "checkpoint_log_size must be at least one log segment ({} bytes)",
+                self.log_segment_size
             )));
         }
         let frames = (self.cache_size as u64 - self.version_bytes()) as usize / PAGE_SIZE;
@@ -319,22 +343,13 @@ impl Builder {
         } else {
             None
         };
-        if let Some(every) = self.checkpoint_interval {
-            let (e, s) = (engine.clone(), shared.clone());
+        engine.wal.set_checkpoint_log_size(self.checkpoint_log_size);
+        if self.checkpoint_interval.is_some() || self.checkpoint_log_size.is_some() {
+            let (e, every) = (engine.clone(), self.checkpoint_interval);
             threads.push(
                 std::thread::Builder::new()
                     .name("tidemark-checkpoint".into())
-                    .spawn(move || {
-                        let mut stop = s.stop.lock();
-                        while !*stop {
-                            if s.cv.wait_for(&mut stop, every).timed_out() && !*stop {
-                                drop(stop);
-                                // A failure stops writes and is reported to writers.
-                                let _ = checkpoint::checkpoint(&e);
-                                stop = s.stop.lock();
-                            }
-                        }
-                    })?,
+                    .spawn(move || e.run_checkpointer(every))?,
             );
         }
         Ok(Database {
@@ -384,6 +399,7 @@ impl Inner {
         self.engine.pool.wake_workers();
         self.engine.versions.stop_reclaimer();
         self.engine.stop_ring_writer();
+        self.engine.stop_checkpointer();
         if let Some(s) = &self.socket {
             s.stop();
         }
@@ -626,6 +642,9 @@ impl Database {
             (ticket, out)
         };
         e.versions.after_commit();
+        if e.wal.wants_checkpoint(ticket.end()) {
+            e.request_checkpoint();
+        }
         e.wal.wait(ticket).inspect_err(|err| {
             e.pager.stop_writes(&format!("{err}"));
         })?;

@@ -50,6 +50,9 @@ pub(crate) struct Engine {
     /// (flush requested, stop) for the background ring writer.
     pub(crate) ring_wake: Mutex<(bool, bool)>,
     pub(crate) ring_cv: parking_lot::Condvar,
+    /// (checkpoint requested, stop) for the background checkpointer.
+    pub(crate) ckpt_wake: Mutex<(bool, bool)>,
+    pub(crate) ckpt_cv: parking_lot::Condvar,
     /// Open collections, by name (see `docs`).
     pub(crate) colls: Mutex<std::collections::HashMap<String, Arc<crate::docs::CollMeta>>>,
     /// Operations by kind, table and collection (see `stats`).
@@ -161,6 +164,8 @@ impl Engine {
             rings: Default::default(),
             ring_wake: Mutex::new((false, false)),
             ring_cv: parking_lot::Condvar::new(),
+            ckpt_wake: Mutex::new((false, false)),
+            ckpt_cv: parking_lot::Condvar::new(),
             colls: Default::default(),
             ops: Default::default(),
             opened: std::time::Instant::now(),
@@ -522,6 +527,46 @@ impl Engine {
             }
             w = self.ring_wake.lock();
         }
+    }
+
+    /// Asks the background checkpointer for a checkpoint now (the log has
+    /// grown past its checkpoint size).
+    pub(crate) fn request_checkpoint(&self) {
+        self.ckpt_wake.lock().0 = true;
+        self.ckpt_cv.notify_one();
+    }
+
+    /// The background checkpointer: a checkpoint every `every` (if set)
+    /// and whenever one is requested, until stopped. A failed checkpoint
+    /// stops writes and is reported to writers.
+    pub(crate) fn run_checkpointer(&self, every: Option<std::time::Duration>) {
+        let mut due = every.map(|d| std::time::Instant::now() + d);
+        let mut w = self.ckpt_wake.lock();
+        loop {
+            while !w.0 && !w.1 {
+                match due {
+                    Some(t) => {
+                        if self.ckpt_cv.wait_until(&mut w, t).timed_out() {
+                            break;
+                        }
+                    }
+                    None => self.ckpt_cv.wait(&mut w),
+                }
+            }
+            if w.1 {
+                return;
+            }
+            w.0 = false;
+            drop(w);
+            let _ = crate::checkpoint::checkpoint(self);
+            due = every.map(|d| std::time::Instant::now() + d);
+            w = self.ckpt_wake.lock();
+        }
+    }
+
+    pub(crate) fn stop_checkpointer(&self) {
+        self.ckpt_wake.lock().1 = true;
+        self.ckpt_cv.notify_all();
     }
 
     pub(crate) fn stop_ring_writer(&self) {

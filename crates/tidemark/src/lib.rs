@@ -64,7 +64,10 @@ pub use bson;
 pub use btree::node::MAX_KEY_SIZE;
 pub use capped::{fragmentation_ratio, RECORD_HEADER};
 pub use checkpoint::CheckpointInfo;
-pub use db::{Builder, Database, Range, Table, WriteBatch, MAX_TABLE_NAME, MAX_VALUE_SIZE};
+pub use db::{
+    Builder, Database, Range, Table, WriteBatch, DEFAULT_CHECKPOINT_LOG_SIZE, MAX_TABLE_NAME,
+    MAX_VALUE_SIZE,
+};
 pub use docs::{
     parse_document, CappedOptions, Collection, Cursor, SnapshotCollection, Tailable,
     ValidateReport, MAX_COLLECTION_NAME, MAX_DOCUMENT_SIZE,

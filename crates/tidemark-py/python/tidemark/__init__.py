@@ -985,7 +985,10 @@ class Database:
     calls that name none), ``eviction_target``, ``eviction_trigger``,
     ``eviction_dirty_target``, ``eviction_dirty_trigger`` (percent of the
     cache), ``eviction_threads``, ``checkpoint_interval`` (seconds; 0 turns
-    timed checkpoints off), ``log_segment_size`` (bytes or string),
+    timed checkpoints off), ``checkpoint_log_size`` (bytes or string: a
+    checkpoint starts once the log holds that much since the last one,
+    default 1 GiB; 0 turns that off), ``log_segment_size`` (bytes or
+    string),
     ``version_budget`` (percent of the cache old versions may hold),
     ``statistics_log`` (True: a line of every counter each 10 s in the
     database directory; False: off; or ``{"interval": seconds, "path":
@@ -1006,6 +1009,7 @@ class Database:
         eviction_dirty_trigger: Optional[int] = None,
         eviction_threads: Optional[int] = None,
         checkpoint_interval: Optional[float] = None,
+        checkpoint_log_size: Union[int, str, None] = None,
         log_segment_size: Union[int, str, None] = None,
         version_budget: Optional[int] = None,
         statistics_log: Union[bool, Mapping] = True,
@@ -1030,6 +1034,7 @@ class Database:
             eviction_dirty_trigger=eviction_dirty_trigger,
             eviction_threads=eviction_threads,
             checkpoint_interval=checkpoint_interval,
+            checkpoint_log_size=None if checkpoint_log_size is None else parse_size(checkpoint_log_size),
             log_segment_size=None if log_segment_size is None else parse_size(log_segment_size),
             version_budget=version_budget,
             statistics_log=stats_on,

@@ -27,6 +27,7 @@ class Database:
         eviction_dirty_trigger: Optional[int] = ...,
         eviction_threads: Optional[int] = ...,
         checkpoint_interval: Optional[float] = ...,
+        checkpoint_log_size: Optional[int] = ...,
         log_segment_size: Optional[int] = ...,
         version_budget: Optional[int] = ...,
         statistics_log: bool = ...,

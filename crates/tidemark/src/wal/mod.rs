@@ -23,7 +23,7 @@ pub(crate) mod recover;
 pub(crate) mod segment;
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::Result;
@@ -78,11 +78,26 @@ pub(crate) struct Ticket {
     durability: Durability,
 }
 
+impl Ticket {
+    /// Stream position just past the record.
+    pub(crate) fn end(&self) -> u64 {
+        self.end
+    }
+}
+
 pub(crate) struct Wal {
     pub(crate) group: GroupLog,
     pub(crate) segs: Segments,
     /// Where replay starts: the position the durable checkpoint covers.
     start: u64,
+    /// The position the last durable checkpoint covers (the log before it
+    /// is no longer needed).
+    covered: AtomicU64,
+    /// Log bytes past `covered` at which a checkpoint is asked for (0:
+    /// never).
+    checkpoint_at: AtomicU64,
+    /// A checkpoint was asked for since the last one ended.
+    asked: AtomicBool,
 }
 
 impl Wal {
@@ -98,6 +113,9 @@ impl Wal {
             group: GroupLog::new(start, SLOT_CAPACITY),
             segs: Segments::open(fs, dir, segment_size)?,
             start,
+            covered: AtomicU64::new(start),
+            checkpoint_at: AtomicU64::new(0),
+            asked: AtomicBool::new(false),
         })
     }
 
@@ -201,13 +219,38 @@ impl Wal {
         self.group.position()
     }
 
+    /// Asks for a checkpoint once the log holds `bytes` past the last one
+    /// (`None`: never), which bounds both the log's size on disk and the
+    /// replay at the next open; the segments it lets go are reused, so a
+    /// steady write load creates no new segment files.
+    pub(crate) fn set_checkpoint_log_size(&self, bytes: Option<u64>) {
+        self.checkpoint_at
+            .store(bytes.unwrap_or(0), Ordering::Relaxed);
+        if let Some(b) = bytes {
+            self.segs.keep_spares_for(b);
+        }
+    }
+
+    /// Whether the commit that ends at `end` is the first to find the log
+    /// past its checkpoint size since the last checkpoint (it then asks
+    /// for one).
+    pub(crate) fn wants_checkpoint(&self, end: u64) -> bool {
+        let at = self.checkpoint_at.load(Ordering::Relaxed);
+        at != 0
+            && end.saturating_sub(self.covered.load(Ordering::Relaxed)) >= at
+            && !self.asked.load(Ordering::Relaxed)
+            && !self.asked.swap(true, Ordering::AcqRel)
+    }
+
     /// After a checkpoint covering everything before `covered` is durable:
     /// lets the segments before it go. A failure leaves them in place for
     /// the next checkpoint and is counted in the stats.
     pub(crate) fn checkpoint_done(&self, covered: u64) {
+        self.covered.fetch_max(covered, Ordering::AcqRel);
+        self.asked.store(false, Ordering::Release);
         if self
             .segs
-            .recycle(covered.min(self.group.written()))
+            .recycle(covered.min(self.group.written()), self.group.position())
             .is_err()
         {
             self.segs

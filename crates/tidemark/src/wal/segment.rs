@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -20,8 +20,11 @@ use parking_lot::Mutex;
 use crate::error::{Error, Result};
 use crate::io::{FileIo, FileSystem};
 
-/// Segments kept for reuse beyond the one being written.
+/// Segments kept for reuse beyond the one being written, at least.
 const SPARES: usize = 2;
+/// Checkpoint log size the spares are sized for unless
+/// [`Segments::keep_spares_for`] says otherwise.
+const DEFAULT_SPARE_BYTES: u64 = 1 << 30;
 /// Size of each write that fills a new segment with zeros.
 const FILL_CHUNK: usize = 4096;
 
@@ -69,6 +72,8 @@ pub(crate) struct Inner {
     layout: Mutex<()>,
     /// 1 + index of the segment being prepared in the background, or 0.
     preparing: AtomicU64,
+    /// Most segments kept for reuse (see [`Segments::recycle`]).
+    max_spares: AtomicUsize,
     pub(crate) counters: SegmentCounters,
 }
 
@@ -96,6 +101,7 @@ impl Segments {
                 unsynced: Mutex::new(BTreeSet::new()),
                 layout: Mutex::new(()),
                 preparing: AtomicU64::new(0),
+                max_spares: AtomicUsize::new(spares_for(DEFAULT_SPARE_BYTES, size)),
                 counters: SegmentCounters::default(),
             }),
         })
@@ -137,6 +143,13 @@ impl Segments {
                 self.preparing.store(0, Ordering::Release);
             }
         }
+    }
+
+    /// Sizes the spares recycling keeps for a log that asks for a
+    /// checkpoint every `bytes` (see [`spares_for`]).
+    pub(crate) fn keep_spares_for(&self, bytes: u64) {
+        self.max_spares
+            .store(spares_for(bytes, self.size), Ordering::Relaxed);
     }
 
     /// Makes sure the segments that will hold stream bytes `pos..pos +
@@ -289,24 +302,30 @@ impl Inner {
 
     /// Reuses or removes segments wholly before stream position `before`
     /// (which nothing will write again). Renames go to indices after the
-    /// newest segment, so they become the next ones written.
-    pub(crate) fn recycle(&self, before: u64) -> Result<()> {
+    /// newest segment, so they become the next ones written. Every one is
+    /// kept while the spares (segments past `head`'s) are fewer than the
+    /// configured limit (see [`Segments::keep_spares_for`]), so the spares
+    /// grow only to what the load has needed between checkpoints and a
+    /// steady load creates no segment files; past the limit they are
+    /// removed.
+    /// `head` is where the log writes next: segments after its one are
+    /// the spares already there.
+    pub(crate) fn recycle(&self, before: u64, head: u64) -> Result<()> {
         let first_needed = before / self.size;
         let _layout = self.layout.lock();
-        let (old, mut newest, current_spares) = {
+        let (old, mut newest, mut spares) = {
             let files = self.files.lock();
             let old: Vec<u64> = files.range(..first_needed).map(|(&i, _)| i).collect();
             let newest = files.keys().next_back().copied().unwrap_or(0);
-            (old, newest, files.range(first_needed..).count())
+            (old, newest, files.range(head / self.size + 1..).count())
         };
         if old.is_empty() {
             return Ok(());
         }
-        // Segments from `first_needed` on: the current one and spares.
-        let mut spares = current_spares.saturating_sub(1);
+        let keep = self.max_spares.load(Ordering::Relaxed).max(SPARES);
         for i in old {
             let from = self.dir.join(file_name(i));
-            if spares < SPARES {
+            if spares < keep {
                 newest += 1;
                 self.fs.rename(&from, &self.dir.join(file_name(newest)))?;
                 let mut files = self.files.lock();
@@ -333,6 +352,14 @@ impl super::group::Sink for Segments {
     fn sync(&self) -> Result<()> {
         self.inner.sync()
     }
+}
+
+/// Spare segments of `size` bytes for a log that asks for a checkpoint
+/// every `bytes`: twice that (the log keeps growing while a checkpoint
+/// runs, so more than `bytes` can pass between two recyclings), and the
+/// one prepared ahead.
+fn spares_for(bytes: u64, size: u64) -> usize {
+    usize::try_from(2 * bytes.div_ceil(size.max(1)) + SPARES as u64).unwrap_or(usize::MAX)
 }
 
 /// Checks a segment size chosen for a new database.
