@@ -167,8 +167,9 @@ impl Builder {
     /// starts without waiting for the interval (default 1 GiB; `None`:
     /// only the interval). It bounds the log on disk and the replay when
     /// the database opens after a crash. The segment files a checkpoint
-    /// lets go are kept for reuse, up to this size, so a steady write load
-    /// creates no new log files.
+    /// lets go are kept for reuse, up to twice this size (or twice the
+    /// default with `None`), so a steady write load creates no new log
+    /// files.
     pub fn checkpoint_log_size(mut self, bytes: Option<u64>) -> Self {
         self.checkpoint_log_size = bytes;
         self

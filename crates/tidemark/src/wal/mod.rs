@@ -222,13 +222,13 @@ impl Wal {
     /// Asks for a checkpoint once the log holds `bytes` past the last one
     /// (`None`: never), which bounds both the log's size on disk and the
     /// replay at the next open; the segments it lets go are reused, so a
-    /// steady write load creates no new segment files.
+    /// steady write load creates no new segment files. The spares are
+    /// sized for `bytes`, or for the default size when there is none.
     pub(crate) fn set_checkpoint_log_size(&self, bytes: Option<u64>) {
         self.checkpoint_at
             .store(bytes.unwrap_or(0), Ordering::Relaxed);
-        if let Some(b) = bytes {
-            self.segs.keep_spares_for(b);
-        }
+        self.segs
+            .keep_spares_for(bytes.unwrap_or(crate::db::DEFAULT_CHECKPOINT_LOG_SIZE));
     }
 
     /// Whether the commit that ends at `end` is the first to find the log

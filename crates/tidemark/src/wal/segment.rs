@@ -22,9 +22,6 @@ use crate::io::{FileIo, FileSystem};
 
 /// Segments kept for reuse beyond the one being written, at least.
 const SPARES: usize = 2;
-/// Checkpoint log size the spares are sized for unless
-/// [`Segments::keep_spares_for`] says otherwise.
-const DEFAULT_SPARE_BYTES: u64 = 1 << 30;
 /// Size of each write that fills a new segment with zeros.
 const FILL_CHUNK: usize = 4096;
 
@@ -101,7 +98,8 @@ impl Segments {
                 unsynced: Mutex::new(BTreeSet::new()),
                 layout: Mutex::new(()),
                 preparing: AtomicU64::new(0),
-                max_spares: AtomicUsize::new(spares_for(DEFAULT_SPARE_BYTES, size)),
+                // Until the database's options size them.
+                max_spares: AtomicUsize::new(SPARES),
                 counters: SegmentCounters::default(),
             }),
         })
@@ -307,9 +305,8 @@ impl Inner {
     /// configured limit (see [`Segments::keep_spares_for`]), so the spares
     /// grow only to what the load has needed between checkpoints and a
     /// steady load creates no segment files; past the limit they are
-    /// removed.
-    /// `head` is where the log writes next: segments after its one are
-    /// the spares already there.
+    /// removed. `head` is where the log writes next: segments after its
+    /// one are the spares already there.
     pub(crate) fn recycle(&self, before: u64, head: u64) -> Result<()> {
         let first_needed = before / self.size;
         let _layout = self.layout.lock();
