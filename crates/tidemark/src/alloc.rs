@@ -39,6 +39,8 @@ struct Inner {
     used_count: u64,
     /// Next-fit cursor (block index).
     hint: u64,
+    /// Set bits in `fresh`.
+    fresh_count: u64,
     limbo: Vec<(u64, u64)>,
 }
 
@@ -76,6 +78,7 @@ impl BlockAlloc {
             nblocks: META_BLOCKS,
             used_count: 0,
             hint: META_BLOCKS,
+            fresh_count: 0,
             limbo: Vec::new(),
         };
         for b in (0..META_BLOCKS).chain(used) {
@@ -121,6 +124,7 @@ impl BlockAlloc {
         set(&mut g.used, b, true);
         if fresh {
             set(&mut g.fresh, b, true);
+            g.fresh_count += 1;
         }
         g.used_count += 1;
         self.used.store(g.used_count, Ordering::Release);
@@ -130,7 +134,11 @@ impl BlockAlloc {
 
     /// The checkpoint adopted `b`: it is no longer reusable on free.
     pub(crate) fn unfresh(&self, b: u64) {
-        set(&mut self.inner.lock().fresh, b, false);
+        let mut g = self.inner.lock();
+        if bit(&g.fresh, b) {
+            set(&mut g.fresh, b, false);
+            g.fresh_count -= 1;
+        }
     }
 
     /// Frees `b`, freed during epoch `epoch`.
@@ -142,6 +150,7 @@ impl BlockAlloc {
         debug_assert!(bit(&g.used, b), "double free of block {b}");
         if bit(&g.fresh, b) {
             set(&mut g.fresh, b, false);
+            g.fresh_count -= 1;
             set(&mut g.used, b, false);
             g.used_count -= 1;
             self.used.store(g.used_count, Ordering::Release);
@@ -170,7 +179,19 @@ impl BlockAlloc {
     /// Called at a checkpoint cut: every block allocated so far is
     /// referenced by the image being checkpointed.
     pub(crate) fn clear_fresh(&self) {
-        self.inner.lock().fresh.fill(0);
+        let mut g = self.inner.lock();
+        g.fresh.fill(0);
+        g.fresh_count = 0;
+    }
+
+    /// Blocks the epoch after this one is expected to need beyond what the
+    /// next checkpoint gives back: the pages written to fresh blocks this
+    /// epoch that did not send an older block to limbo (new pages, mostly).
+    /// After the next cut, each such page's first write takes a block
+    /// while its current one stays in the checkpoint until the one after.
+    pub(crate) fn growth_ahead(&self) -> u64 {
+        let g = self.inner.lock();
+        g.fresh_count.saturating_sub(g.limbo.len() as u64)
     }
 
     /// Makes the next allocations take the lowest free blocks.

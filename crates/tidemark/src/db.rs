@@ -296,6 +296,14 @@ impl Builder {
             let e = engine.clone();
             threads.push(
                 std::thread::Builder::new()
+                    .name("tidemark-file-prepare".into())
+                    .spawn(move || e.run_file_preparer())?,
+            );
+        }
+        {
+            let e = engine.clone();
+            threads.push(
+                std::thread::Builder::new()
                     .name("tidemark-versions".into())
                     .spawn(move || e.versions.run_reclaimer())?,
             );
@@ -401,6 +409,7 @@ impl Inner {
         self.engine.versions.stop_reclaimer();
         self.engine.stop_ring_writer();
         self.engine.stop_checkpointer();
+        self.engine.stop_file_preparer();
         if let Some(s) = &self.socket {
             s.stop();
         }

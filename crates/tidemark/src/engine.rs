@@ -26,6 +26,10 @@ use crate::wal::record::LogOp;
 use crate::wal::recover::Recovered;
 use crate::wal::{Durability, Ticket, Wal};
 
+/// How often the data file's preparing thread looks for work when it has
+/// none.
+const PREPARE_IDLE: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Page id of the catalog tree (table name -> root page id).
 pub(crate) const CATALOG_ROOT: u64 = 1;
 /// Name of the data file inside the database directory.
@@ -52,6 +56,9 @@ pub(crate) struct Engine {
     pub(crate) ring_cv: parking_lot::Condvar,
     /// (checkpoint requested, stop) for the background checkpointer.
     pub(crate) ckpt_wake: Mutex<(bool, bool)>,
+    /// Set to stop the data file's preparing thread.
+    pub(crate) prep_stop: Mutex<bool>,
+    pub(crate) prep_cv: parking_lot::Condvar,
     pub(crate) ckpt_cv: parking_lot::Condvar,
     /// Open collections, by name (see `docs`).
     pub(crate) colls: Mutex<std::collections::HashMap<String, Arc<crate::docs::CollMeta>>>,
@@ -165,6 +172,8 @@ impl Engine {
             ring_wake: Mutex::new((false, false)),
             ring_cv: parking_lot::Condvar::new(),
             ckpt_wake: Mutex::new((false, false)),
+            prep_stop: Mutex::new(false),
+            prep_cv: parking_lot::Condvar::new(),
             ckpt_cv: parking_lot::Condvar::new(),
             colls: Default::default(),
             ops: Default::default(),
@@ -567,6 +576,28 @@ impl Engine {
     pub(crate) fn stop_checkpointer(&self) {
         self.ckpt_wake.lock().1 = true;
         self.ckpt_cv.notify_all();
+    }
+
+    /// The data file's preparing thread: grows the file ahead of need and
+    /// populates the cache for the room grown ([`Pager::prepare_ahead`]),
+    /// until stopped. Failures are left for the writers' own admission
+    /// (which reports a full disk) and retried after a pause.
+    pub(crate) fn run_file_preparer(&self) {
+        let mut stop = self.prep_stop.lock();
+        while !*stop {
+            drop(stop);
+            let more =
+                self.pager.check_writable().is_ok() && self.pager.prepare_ahead().unwrap_or(false);
+            stop = self.prep_stop.lock();
+            if !more && !*stop {
+                self.prep_cv.wait_for(&mut stop, PREPARE_IDLE);
+            }
+        }
+    }
+
+    pub(crate) fn stop_file_preparer(&self) {
+        *self.prep_stop.lock() = true;
+        self.prep_cv.notify_all();
     }
 
     pub(crate) fn stop_ring_writer(&self) {

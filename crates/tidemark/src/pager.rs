@@ -25,6 +25,10 @@ use crate::pagemap::{self, PageMap, MAX_PIDS, NO_BLOCK};
 /// files grow by an eighth of their size.
 const GROW_MIN_BLOCKS: u64 = 1024;
 
+/// Blocks [`Pager::prepare_ahead`] populates per call (4 MiB), so that the
+/// preparing thread checks for shutdown often.
+const PREPARE_STEP_BLOCKS: u64 = 256;
+
 /// What a running checkpoint knows about a page it must write.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Pending {
@@ -81,6 +85,9 @@ pub(crate) struct Pager {
     file_blocks: AtomicU64,
     /// Serialises growing the file.
     grow: Mutex<()>,
+    /// Blocks below this are in the file and were either there at open or
+    /// have been populated by [`Pager::prepare_ahead`].
+    populated: AtomicU64,
     /// Free blocks the last write admission asked for (see
     /// [`Pager::ensure_space`]); allocations keep half as much again
     /// ahead, so writers seldom grow the file themselves.
@@ -129,6 +136,7 @@ impl Pager {
             next_pid: AtomicU64::new(next_pid),
             file_blocks: AtomicU64::new(file_blocks),
             grow: Mutex::new(()),
+            populated: AtomicU64::new(file_blocks),
             reserve: AtomicU64::new(0),
             pids: Mutex::new(PidFree {
                 free: free_pids,
@@ -168,14 +176,13 @@ impl Pager {
             }
             Ok::<_, Error>(())
         })();
-        self.file_blocks.store(
-            if cut.is_ok() {
-                after.min(before)
-            } else {
-                before
-            },
-            Ordering::Release,
-        );
+        let len = if cut.is_ok() {
+            after.min(before)
+        } else {
+            before
+        };
+        self.file_blocks.store(len, Ordering::Release);
+        self.populated.fetch_min(len, Ordering::AcqRel);
         cut?;
         Ok((before, after.min(before)))
     }
@@ -340,6 +347,48 @@ impl Pager {
         Ok(())
     }
 
+    /// One step of the data file's preparation, done by a background
+    /// thread (`tidemark-file-prepare`) so that writers find room ready:
+    ///
+    /// 1. Grows the file to what writes are expected to need: the blocks in
+    ///    use, the room write admissions ask for and half as much again,
+    ///    and the room the next epoch will take beyond what its checkpoint
+    ///    gives back ([`BlockAlloc::growth_ahead`]). Without the last term,
+    ///    the first writes after a checkpoint cut (every page rewritten
+    ///    then needs a new block) would grow the file in a burst.
+    /// 2. Populates the operating system's cache for up to
+    ///    [`PREPARE_STEP_BLOCKS`] blocks of room grown since open
+    ///    ([`FileIo::populate`]), so the first write of each new block is
+    ///    an overwrite of cached memory instead of an allocation made
+    ///    under the file's write lock.
+    ///
+    /// Returns whether there is more to do.
+    pub(crate) fn prepare_ahead(&self) -> Result<bool> {
+        let r = self.reserve.load(Ordering::Relaxed);
+        let want = self.alloc.used() + r + r / 2 + self.alloc.growth_ahead();
+        if self.file_blocks.load(Ordering::Acquire) < want {
+            let _g = self.grow.lock();
+            let have = self.file_blocks.load(Ordering::Acquire);
+            if have < want {
+                let len = self.grow_to(have, want)?;
+                self.file_blocks.store(len, Ordering::Release);
+            }
+        }
+        let have = self.file_blocks.load(Ordering::Acquire);
+        let from = self.populated.load(Ordering::Acquire);
+        if from >= have {
+            return Ok(false);
+        }
+        let to = have.min(from + PREPARE_STEP_BLOCKS);
+        let page = PAGE_SIZE as u64;
+        self.file.populate(from * page, (to - from) * page, page)?;
+        // A shrink meanwhile lowered `populated` to the new length: keep it.
+        let _ = self
+            .populated
+            .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire);
+        Ok(to < have)
+    }
+
     /// Preallocates the file to at least `need` blocks, by the usual step
     /// when it fits; returns its new length in blocks. Call with `grow`.
     fn grow_to(&self, have: u64, need: u64) -> std::io::Result<u64> {
@@ -416,5 +465,97 @@ impl Pager {
         let mut st = self.state.lock();
         self.set_mapping_locked(&mut st, pid, b, false);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A data file that keeps no bytes: it records its length and the
+    /// ranges it was asked to populate.
+    #[derive(Default)]
+    struct Recorder {
+        len: Mutex<u64>,
+        populated: Mutex<Vec<(u64, u64)>>,
+    }
+
+    impl FileIo for Recorder {
+        fn read_exact_at(&self, _buf: &mut [u8], _offset: u64) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::UnexpectedEof.into())
+        }
+        fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+            let mut l = self.len.lock();
+            *l = (*l).max(offset + buf.len() as u64);
+            Ok(())
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn len(&self) -> std::io::Result<u64> {
+            Ok(*self.len.lock())
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            *self.len.lock() = len;
+            Ok(())
+        }
+        fn populate(&self, offset: u64, len: u64, step: u64) -> std::io::Result<()> {
+            assert_eq!(step, PAGE_SIZE as u64, "populated page by page");
+            self.populated.lock().push((offset, offset + len));
+            Ok(())
+        }
+    }
+
+    fn pager(blocks: u64) -> (Arc<Recorder>, Pager) {
+        let f = Arc::new(Recorder::default());
+        f.set_len(blocks * PAGE_SIZE as u64).unwrap();
+        let alloc = BlockAlloc::new(std::iter::empty()).expect("no blocks used yet");
+        let p = Pager::new(f.clone(), PageMap::new(), alloc, 1, 3, Vec::new());
+        (f, p)
+    }
+
+    #[test]
+    fn prepare_ahead_grows_for_the_next_epoch_and_populates_only_new_room() {
+        let page = PAGE_SIZE as u64;
+        let (f, p) = pager(0);
+        let mut buf = vec![0u8; PAGE_SIZE];
+        // 3,000 new pages written this epoch: after the next cut, each
+        // first rewrite needs a block while its current one stays in the
+        // checkpoint.
+        let blocks: Vec<u64> = (0..3000)
+            .map(|_| p.write_new_block(&mut buf, true).unwrap())
+            .collect();
+        while p.prepare_ahead().unwrap() {}
+        let used = p.alloc.used();
+        assert!(
+            p.file_blocks() >= used + 3000,
+            "{} blocks for {used} in use",
+            p.file_blocks()
+        );
+        // Everything grown since open is populated once, in order.
+        let ranges = f.populated.lock().clone();
+        assert_eq!(ranges.first().map(|r| r.0), Some(0));
+        assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0), "{ranges:?}");
+        assert_eq!(ranges.last().map(|r| r.1), Some(p.file_blocks() * page));
+
+        // The cut, then every page rewritten once: each rewrite sends its
+        // old block to limbo, so the epoch after needs no more room.
+        p.alloc.clear_fresh();
+        let len = p.file_blocks();
+        for b in blocks {
+            p.alloc.free(b, 2);
+            p.write_new_block(&mut buf, true).unwrap();
+        }
+        while p.prepare_ahead().unwrap() {}
+        assert_eq!(p.file_blocks(), len, "no growth once rewrites free blocks");
+    }
+
+    #[test]
+    fn room_there_at_open_is_not_populated() {
+        let (f, p) = pager(4096);
+        assert!(!p.prepare_ahead().unwrap());
+        assert!(f.populated.lock().is_empty());
+        assert_eq!(p.file_blocks(), 4096);
     }
 }
