@@ -58,6 +58,11 @@ pub trait FileIo: Send + Sync + 'static {
         let _ = (offset, len, step);
         Ok(())
     }
+    /// Bytes free for an unprivileged user on the file system holding this
+    /// file, if known. The default does not know.
+    fn free_space(&self) -> io::Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 /// Extends `f` to `len` bytes if it is shorter.
@@ -202,6 +207,26 @@ impl FileIo for OsFile {
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
+    }
+    #[cfg(target_os = "linux")]
+    fn free_space(&self) -> io::Result<Option<u64>> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: an all-zero `statvfs` is a valid value of this plain C
+        // struct (integers only); fstatvfs overwrites it.
+        #[allow(unsafe_code)]
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: fstatvfs writes one `statvfs` through the pointer, which
+        // points to `st`, alive and writable for the call; the descriptor
+        // is open for as long as `self.file` lives.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::fstatvfs(self.file.as_raw_fd(), &mut st) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // fsblkcnt_t and c_ulong are narrower than u64 on some targets.
+        #[allow(clippy::useless_conversion)]
+        let free = u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize));
+        Ok(Some(free))
     }
     #[cfg(target_os = "linux")]
     fn populate(&self, offset: u64, len: u64, step: u64) -> io::Result<()> {

@@ -29,6 +29,16 @@ const GROW_MIN_BLOCKS: u64 = 1024;
 /// preparing thread checks for shutdown often.
 const PREPARE_STEP_BLOCKS: u64 = 256;
 
+/// The length, in blocks, a file of `have` blocks grows to by one step.
+fn grow_step(have: u64) -> u64 {
+    have + (have / 8).max(GROW_MIN_BLOCKS)
+}
+
+/// Free bytes of the file system that growing ahead leaves alone: the
+/// default `checkpoint_log_size`, as much log as may be written before a
+/// checkpoint gives segments back.
+const PREPARE_HEADROOM: u64 = crate::db::DEFAULT_CHECKPOINT_LOG_SIZE;
+
 /// What a running checkpoint knows about a page it must write.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Pending {
@@ -369,8 +379,18 @@ impl Pager {
         if self.file_blocks.load(Ordering::Acquire) < want {
             let _g = self.grow.lock();
             let have = self.file_blocks.load(Ordering::Acquire);
+            // Growing ahead is a convenience: it never takes the file
+            // system's free space below PREPARE_HEADROOM, which stays for
+            // the log and for the writers' own admission.
+            let page = PAGE_SIZE as u64;
+            let allowed = match self.file.free_space()? {
+                Some(free) => have + free.saturating_sub(PREPARE_HEADROOM) / page,
+                None => u64::MAX,
+            };
+            let want = want.min(allowed);
             if have < want {
-                let len = self.grow_to(have, want)?;
+                let step = grow_step(have).min(allowed).max(want);
+                let len = self.grow_exactly(have, want, step)?;
                 self.file_blocks.store(len, Ordering::Release);
             }
         }
@@ -392,7 +412,13 @@ impl Pager {
     /// Preallocates the file to at least `need` blocks, by the usual step
     /// when it fits; returns its new length in blocks. Call with `grow`.
     fn grow_to(&self, have: u64, need: u64) -> std::io::Result<u64> {
-        let want = need.max(have + (have / 8).max(GROW_MIN_BLOCKS));
+        self.grow_exactly(have, need, need.max(grow_step(have)))
+    }
+
+    /// [`Pager::grow_to`] with the step given: `want` if it fits, `need`
+    /// near a full disk.
+    fn grow_exactly(&self, have: u64, need: u64, want: u64) -> std::io::Result<u64> {
+        debug_assert!(have < need && need <= want);
         match self.file.preallocate(want * PAGE_SIZE as u64) {
             Ok(()) => Ok(want),
             // Near a full disk the large step does not fit: grow by what
@@ -479,6 +505,8 @@ mod tests {
     struct Recorder {
         len: Mutex<u64>,
         populated: Mutex<Vec<(u64, u64)>>,
+        /// What `free_space` reports.
+        free: Mutex<Option<u64>>,
     }
 
     impl FileIo for Recorder {
@@ -497,8 +525,15 @@ mod tests {
             Ok(*self.len.lock())
         }
         fn set_len(&self, len: u64) -> std::io::Result<()> {
-            *self.len.lock() = len;
+            let mut l = self.len.lock();
+            if let Some(free) = self.free.lock().as_mut() {
+                *free = (*free + *l).saturating_sub(len);
+            }
+            *l = len;
             Ok(())
+        }
+        fn free_space(&self) -> std::io::Result<Option<u64>> {
+            Ok(*self.free.lock())
         }
         fn populate(&self, offset: u64, len: u64, step: u64) -> std::io::Result<()> {
             assert_eq!(step, PAGE_SIZE as u64, "populated page by page");
@@ -549,6 +584,28 @@ mod tests {
         }
         while p.prepare_ahead().unwrap() {}
         assert_eq!(p.file_blocks(), len, "no growth once rewrites free blocks");
+    }
+
+    #[test]
+    fn growing_ahead_leaves_the_headroom_free() {
+        let page = PAGE_SIZE as u64;
+        let (f, p) = pager(0);
+        let mut buf = vec![0u8; PAGE_SIZE];
+        for _ in 0..3000 {
+            p.write_new_block(&mut buf, true).unwrap();
+        }
+        let before = p.file_blocks();
+        *f.free.lock() = Some(PREPARE_HEADROOM + 2048 * page);
+        while p.prepare_ahead().unwrap() {}
+        let grown = p.file_blocks() - before;
+        assert!(grown > 0, "room past the headroom is used");
+        assert!(
+            f.free.lock().unwrap() >= PREPARE_HEADROOM,
+            "grew by {grown} blocks into the headroom"
+        );
+        // Without the limit it would have room for the next epoch's 3,000
+        // blocks past the 3,002 in use.
+        assert!(p.file_blocks() < 6002, "{} blocks", p.file_blocks());
     }
 
     #[test]
