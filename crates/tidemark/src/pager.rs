@@ -375,8 +375,12 @@ impl Pager {
     /// Returns whether there is more to do.
     pub(crate) fn prepare_ahead(&self) -> Result<bool> {
         let r = self.reserve.load(Ordering::Relaxed);
-        let want = self.alloc.used() + r + r / 2 + self.alloc.growth_ahead();
-        if self.file_blocks.load(Ordering::Acquire) < want {
+        let ahead = self.alloc.growth_ahead();
+        let want = self.alloc.used() + r + r / 2 + ahead;
+        // Only while new pages are being written: an idle or rewrite-only
+        // database grows as its writers need, and a file just shrunk by
+        // `compact` stays as it is.
+        if ahead > 0 && self.file_blocks.load(Ordering::Acquire) < want {
             let _g = self.grow.lock();
             let have = self.file_blocks.load(Ordering::Acquire);
             // Growing ahead is a convenience: it never takes the file
@@ -606,6 +610,21 @@ mod tests {
         // Without the limit it would have room for the next epoch's 3,000
         // blocks past the 3,002 in use.
         assert!(p.file_blocks() < 6002, "{} blocks", p.file_blocks());
+    }
+
+    #[test]
+    fn a_shrunk_file_is_not_grown_again_while_idle() {
+        let (_f, p) = pager(0);
+        let mut buf = vec![0u8; PAGE_SIZE];
+        for _ in 0..100 {
+            p.write_new_block(&mut buf, true).unwrap();
+        }
+        p.ensure_space(500).unwrap();
+        // A checkpoint adopted them; then the file was cut to its blocks.
+        p.alloc.clear_fresh();
+        let (_, after) = p.shrink_to_used().unwrap();
+        while p.prepare_ahead().unwrap() {}
+        assert_eq!(p.file_blocks(), after);
     }
 
     #[test]
