@@ -56,10 +56,10 @@ pub(crate) struct Engine {
     pub(crate) ring_cv: parking_lot::Condvar,
     /// (checkpoint requested, stop) for the background checkpointer.
     pub(crate) ckpt_wake: Mutex<(bool, bool)>,
+    pub(crate) ckpt_cv: parking_lot::Condvar,
     /// Set to stop the data file's preparing thread.
     pub(crate) prep_stop: Mutex<bool>,
     pub(crate) prep_cv: parking_lot::Condvar,
-    pub(crate) ckpt_cv: parking_lot::Condvar,
     /// Open collections, by name (see `docs`).
     pub(crate) colls: Mutex<std::collections::HashMap<String, Arc<crate::docs::CollMeta>>>,
     /// Operations by kind, table and collection (see `stats`).
@@ -172,9 +172,9 @@ impl Engine {
             ring_wake: Mutex::new((false, false)),
             ring_cv: parking_lot::Condvar::new(),
             ckpt_wake: Mutex::new((false, false)),
+            ckpt_cv: parking_lot::Condvar::new(),
             prep_stop: Mutex::new(false),
             prep_cv: parking_lot::Condvar::new(),
-            ckpt_cv: parking_lot::Condvar::new(),
             colls: Default::default(),
             ops: Default::default(),
             opened: std::time::Instant::now(),

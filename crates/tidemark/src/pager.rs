@@ -374,6 +374,7 @@ impl Pager {
     ///
     /// Returns whether there is more to do.
     pub(crate) fn prepare_ahead(&self) -> Result<bool> {
+        let page = PAGE_SIZE as u64;
         let r = self.reserve.load(Ordering::Relaxed);
         let ahead = self.alloc.growth_ahead();
         let want = self.alloc.used() + r + r / 2 + ahead;
@@ -386,7 +387,6 @@ impl Pager {
             // Growing ahead is a convenience: it never takes the file
             // system's free space below PREPARE_HEADROOM, which stays for
             // the log and for the writers' own admission.
-            let page = PAGE_SIZE as u64;
             let allowed = match self.file.free_space()? {
                 Some(free) => have + free.saturating_sub(PREPARE_HEADROOM) / page,
                 None => u64::MAX,
@@ -404,7 +404,6 @@ impl Pager {
             return Ok(false);
         }
         let to = have.min(from + PREPARE_STEP_BLOCKS);
-        let page = PAGE_SIZE as u64;
         self.file.populate(from * page, (to - from) * page, page)?;
         // A shrink meanwhile lowered `populated` to the new length: keep it.
         let _ = self
