@@ -92,12 +92,17 @@ enum Cmd {
         /// Inserting threads.
         #[arg(long, default_value_t = 8)]
         threads: usize,
-        /// Ring size in MiB (default 100; 16 with --quick).
-        #[arg(long)]
-        ring_mb: Option<u64>,
-        /// Laps of the ring each workload writes (default 10; 3 with --quick).
+        /// Ring size in MiB.
+        #[arg(long, default_value_t = 100)]
+        ring_mb: u64,
+        /// Laps of the ring each workload writes (default 10; 2 with --quick).
         #[arg(long)]
         laps: Option<u64>,
+        /// The smaller ring of the latency-against-ring-size test in MiB
+        /// (default --ring-mb; 16 with --quick); the other is ten times
+        /// larger, and both get the same bytes.
+        #[arg(long)]
+        size_test_mb: Option<u64>,
         /// Run only workloads whose name contains this (e.g. "case 1").
         #[arg(long)]
         only: Option<String>,
@@ -292,6 +297,7 @@ fn main() -> ExitCode {
             threads,
             ring_mb,
             laps,
+            size_test_mb,
             only,
             capped_only,
         } => capped::run(&capped::Args {
@@ -301,8 +307,9 @@ fn main() -> ExitCode {
             json: cli.json,
             dir: cli.dir,
             threads,
-            ring_mb: ring_mb.unwrap_or(if cli.quick { 16 } else { 100 }),
-            laps: laps.unwrap_or(if cli.quick { 3 } else { 10 }),
+            ring_mb,
+            laps: laps.unwrap_or(if cli.quick { 2 } else { 10 }),
+            size_test_mb: size_test_mb.unwrap_or(if cli.quick { 16 } else { ring_mb }),
         }),
         Cmd::Checkpoint => checkpoint::run(&checkpoint::Args {
             quick: cli.quick,
