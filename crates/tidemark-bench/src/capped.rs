@@ -417,7 +417,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         let mut r = row(Workload::Small.name(), "capped", size, &mut o);
         r["size_test"] = json!(if size == small_ring { "1x" } else { "10x" });
         if !a.json {
-            eprintln!("{} ({} MiB ring, {laps} laps): {}", Workload::Small.name(), size >> 20, r);
+            eprintln!(
+                "{} ({} MiB ring, {laps} laps): {}",
+                Workload::Small.name(),
+                size >> 20,
+                r
+            );
         }
         size_rows.push(r);
         drop(c);

@@ -1,10 +1,16 @@
 //! Log segment files: the log stream cut into fixed-size files.
 //!
 //! Segment `i` holds stream positions `i * size .. (i + 1) * size` and is
-//! named `wal-<i as 16 hex digits>.log`. A new segment is written with
-//! zeros in page-sized writes and fsynced, with its directory entry, before
-//! any record goes into it: later commits overwrite blocks that exist, so
-//! their `fdatasync` has no file-size or extent change to journal. A
+//! named `wal-<i as 16 hex digits>.log`. New segments are prepared ahead
+//! of the writer by a background thread: written with zeros in page-sized
+//! writes under a temporary name (`.prep`), fsynced, then renamed into
+//! place with a directory sync, so later commits overwrite blocks that
+//! exist and their `fdatasync` has no file-size or extent change to
+//! journal. A commit that reaches a segment not yet prepared (the device
+//! is too busy for the preparer to keep up) never waits for a zero fill:
+//! it creates the segment preallocated (`fallocate`), at its full length,
+//! and synced, which writes no data; fsyncs into it then journal extent
+//! changes, slower but not stalled. A
 //! segment the durable checkpoint no longer needs is renamed to the next
 //! index after the newest one (its old records carry LSNs that do not
 //! match their new position, so recovery never takes them for new ones)
@@ -24,9 +30,17 @@ use crate::io::{FileIo, FileSystem};
 const SPARES: usize = 2;
 /// Size of each write that fills a new segment with zeros.
 const FILL_CHUNK: usize = 4096;
+/// Segments the background preparer makes ready, from the one after the
+/// segment being written.
+const AHEAD: u64 = 2;
 
 pub(crate) fn file_name(index: u64) -> String {
     format!("wal-{index:016x}.log")
+}
+
+/// Name of segment `index` while the preparer fills it.
+fn prep_name(index: u64) -> String {
+    format!("wal-{index:016x}.prep")
 }
 
 fn parse_name(name: &str) -> Option<u64> {
@@ -48,6 +62,19 @@ pub(crate) struct SegmentCounters {
 /// next segment ahead of the writer.
 pub(crate) struct Segments {
     inner: Arc<Inner>,
+    /// The last preparer thread, joined before the segments are dropped:
+    /// a preparer outliving its database could rename a file into a
+    /// directory that a new instance already uses.
+    preparer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Segments {
+    fn drop(&mut self) {
+        if let Some(h) = self.preparer.get_mut().take() {
+            // The thread returns no value and catches nothing to report.
+            let _ = h.join();
+        }
+    }
 }
 
 impl std::ops::Deref for Segments {
@@ -79,6 +106,13 @@ impl Segments {
     pub(crate) fn open(fs: Arc<dyn FileSystem>, dir: &Path, size: u64) -> Result<Segments> {
         let mut files = BTreeMap::new();
         for name in fs.list(dir)? {
+            if name.starts_with("wal-") && name.ends_with(".prep") {
+                // A preparation cut short: never part of the log.
+                match fs.remove(&dir.join(&name)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                    _ => continue,
+                }
+            }
             if let Some(i) = parse_name(&name) {
                 let f = fs.open(&dir.join(&name), false)?;
                 // A short segment is one whose zero fill did not finish (a
@@ -102,6 +136,7 @@ impl Segments {
                 max_spares: AtomicUsize::new(SPARES),
                 counters: SegmentCounters::default(),
             }),
+            preparer: Mutex::new(None),
         })
     }
 
@@ -118,9 +153,9 @@ impl Segments {
         Ok(())
     }
 
-    /// Starts creating segment `next` (zero-filled, synced) on a
-    /// short-lived background thread, unless it exists or one is already
-    /// being prepared. Never waits.
+    /// Starts preparing segments `next..next + AHEAD` (zero-filled,
+    /// synced) on a short-lived background thread, unless `next` exists or
+    /// a preparation is already running. Never waits.
     fn prepare_in_background(&self, next: u64) {
         if !self.files.lock().contains_key(&next)
             && self
@@ -134,11 +169,18 @@ impl Segments {
                 .spawn(move || {
                     // A failure here is not lost: the writer creates the
                     // segment itself when it gets there, and reports that.
-                    let _ = inner.file(next);
+                    for i in next..next + AHEAD {
+                        if inner.prepare(i).is_err() {
+                            break;
+                        }
+                    }
                     inner.preparing.store(0, Ordering::Release);
                 });
-            if spawned.is_err() {
-                self.preparing.store(0, Ordering::Release);
+            match spawned {
+                // The previous preparer has finished (`preparing` was 0),
+                // so dropping its handle detaches nothing still running.
+                Ok(h) => *self.preparer.lock() = Some(h),
+                Err(_) => self.preparing.store(0, Ordering::Release),
             }
         }
     }
@@ -225,7 +267,9 @@ impl Inner {
         Ok(done)
     }
 
-    /// The file of segment `i`, created (zero-filled, synced) if missing.
+    /// The file of segment `i`; if missing, created at once: preallocated
+    /// at its full length and synced with its directory entry, no data
+    /// written (the commit path never waits for a zero fill).
     fn file(&self, i: u64) -> Result<Arc<dyn FileIo>> {
         if let Some(f) = self.files.lock().get(&i) {
             return Ok(f.clone());
@@ -234,8 +278,31 @@ impl Inner {
         if let Some(f) = self.files.lock().get(&i) {
             return Ok(f.clone());
         }
-        let path = self.dir.join(file_name(i));
-        let f = self.fs.open(&path, true)?;
+        let f = self.fs.open(&self.dir.join(file_name(i)), true)?;
+        f.preallocate(self.size)?;
+        // `preallocate` may leave the length short, and a short segment is
+        // taken at open for one whose creation never finished.
+        if f.len()? < self.size {
+            f.set_len(self.size)?;
+        }
+        f.sync_data()?;
+        self.fs.sync_dir(&self.dir)?;
+        self.counters.created.fetch_add(1, Ordering::Relaxed);
+        self.files.lock().insert(i, f.clone());
+        Ok(f)
+    }
+
+    /// Prepares segment `i` unless it exists: zeros written and synced
+    /// under a temporary name, without holding the layout lock (a commit
+    /// that needs the segment meanwhile creates it itself), then renamed
+    /// into place. If the segment was created meanwhile, the prepared file
+    /// is removed.
+    fn prepare(&self, i: u64) -> Result<()> {
+        if self.files.lock().contains_key(&i) {
+            return Ok(());
+        }
+        let tmp = self.dir.join(prep_name(i));
+        let f = self.fs.open(&tmp, true)?;
         let zeros = vec![0u8; FILL_CHUNK];
         let mut off = 0;
         while off < self.size {
@@ -244,10 +311,17 @@ impl Inner {
             off += n as u64;
         }
         f.sync_data()?;
+        let layout = self.layout.lock();
+        if self.files.lock().contains_key(&i) {
+            drop(layout);
+            self.fs.remove(&tmp)?;
+            return Ok(());
+        }
+        self.fs.rename(&tmp, &self.dir.join(file_name(i)))?;
         self.fs.sync_dir(&self.dir)?;
         self.counters.created.fetch_add(1, Ordering::Relaxed);
-        self.files.lock().insert(i, f.clone());
-        Ok(f)
+        self.files.lock().insert(i, f);
+        Ok(())
     }
 
     /// Writes stream bytes at `pos`, across segment boundaries.
@@ -380,5 +454,83 @@ mod tests {
         assert_eq!(parse_name("data.tdm"), None);
         assert!(check_size(1000).is_err());
         assert!(check_size(64 << 10).is_ok());
+    }
+
+    const SIZE: u64 = 64 << 10;
+
+    fn open(dir: &Path) -> Segments {
+        Segments::open(Arc::new(crate::io::OsFileSystem), dir, SIZE).unwrap()
+    }
+
+    fn zeros(f: &Arc<dyn FileIo>) -> bool {
+        let mut buf = vec![1u8; SIZE as usize];
+        f.read_exact_at(&mut buf, 0).unwrap();
+        buf.iter().all(|&b| b == 0)
+    }
+
+    #[test]
+    fn a_segment_not_prepared_is_created_at_full_length_without_waiting() {
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path());
+        let f = s.file(3).unwrap();
+        assert_eq!(f.len().unwrap(), SIZE);
+        assert!(zeros(&f));
+        assert_eq!(s.indices(), vec![3]);
+        assert_eq!(s.counters.created.load(Ordering::Relaxed), 1);
+        drop(s);
+        // At full length, so a reopen takes it as a segment.
+        assert_eq!(open(d.path()).indices(), vec![3]);
+    }
+
+    #[test]
+    fn a_prepared_segment_is_renamed_into_place_and_leftovers_go_at_open() {
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path());
+        s.prepare(0).unwrap();
+        assert_eq!(s.indices(), vec![0]);
+        assert!(zeros(&s.file(0).unwrap()));
+        let names = |d: &Path| {
+            let mut v: Vec<String> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(d.path()), vec![file_name(0)]);
+        drop(s);
+        // A preparation cut short by a crash is neither a segment nor kept.
+        std::fs::write(d.path().join(prep_name(1)), [0u8; 100]).unwrap();
+        let s = open(d.path());
+        assert_eq!(s.indices(), vec![0]);
+        assert_eq!(names(d.path()), vec![file_name(0)]);
+    }
+
+    #[test]
+    fn preparing_never_overwrites_a_segment_the_writer_created() {
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path());
+        s.write(2 * SIZE, b"record").unwrap();
+        s.prepare(2).unwrap();
+        let mut buf = [0u8; 6];
+        s.file(2).unwrap().read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(&buf, b"record");
+        drop(s);
+        assert!(!d.path().join(prep_name(2)).exists());
+    }
+
+    #[test]
+    fn dropping_the_segments_waits_for_the_preparer() {
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path());
+        // The first write into segment 0 starts preparing 1 and 2.
+        s.write(0, b"first").unwrap();
+        drop(s);
+        // Nothing is still being filled or renamed once the drop returns.
+        let s = open(d.path());
+        assert_eq!(s.indices(), vec![0, 1, 2]);
+        for i in 1..=2 {
+            assert!(zeros(&s.file(i).unwrap()));
+        }
     }
 }
