@@ -189,6 +189,13 @@ impl Engine {
         } else if engine.pager.map.block(CATALOG_ROOT) == NO_BLOCK {
             return Err(Error::corruption(CATALOG_ROOT, "catalog root has no block"));
         }
+        // Ring files prepared for collections whose creation never
+        // committed.
+        for f in fs.list(dir)? {
+            if crate::capped::is_prepared_file(&f) {
+                fs.remove(&dir.join(&f))?;
+            }
+        }
         let found = engine.wal.replay(&mut |ops| engine.apply_logged(ops))?;
         engine.wal.restart(&found)?;
         // Replayed ring records wait in memory; the log they came from may
@@ -293,7 +300,7 @@ impl Engine {
             match *op {
                 LogOp::Put { table, key, value } => {
                     if table == COLLECTIONS.as_bytes() {
-                        self.collection_written(key, Some(value))?;
+                        self.collection_written(key, Some(value), None)?;
                     }
                     if let Some(root) = self.lookup_root(table)? {
                         self.apply_put(root, key, value, None)?;
@@ -301,7 +308,7 @@ impl Engine {
                 }
                 LogOp::Delete { table, key } => {
                     if table == COLLECTIONS.as_bytes() {
-                        self.collection_written(key, None)?;
+                        self.collection_written(key, None, None)?;
                     }
                     if let Some(root) = self.lookup_root(table)? {
                         self.apply_delete(root, key, None)?;
@@ -445,8 +452,16 @@ impl Engine {
     /// or dropped capped collection's ring file (if any, from a collection
     /// of the same name dropped before) is removed, so none of its records
     /// can be taken for the new collection's; the log holds every record
-    /// the new collection has.
-    pub(crate) fn collection_written(&self, name: &[u8], value: Option<&[u8]>) -> Result<()> {
+    /// the new collection has. `prepared` is the ring file filled for a new
+    /// capped collection ([`crate::capped::prepare_file`]): it takes the
+    /// removed file's place (without one, the ring file is made on first
+    /// use).
+    pub(crate) fn collection_written(
+        &self,
+        name: &[u8],
+        value: Option<&[u8]>,
+        prepared: Option<&Path>,
+    ) -> Result<()> {
         let fresh = match value {
             None => true,
             Some(v) => match CollEntry::decode(name, v)?.capped {
@@ -467,6 +482,12 @@ impl Engine {
                 .any(|f| *f == crate::capped::file_name(name))
             {
                 self.fs.remove(&path)?;
+                if prepared.is_none() {
+                    self.fs.sync_dir(&self.dir)?;
+                }
+            }
+            if let (Some(from), Some(_)) = (prepared, value) {
+                self.fs.rename(from, &path)?;
                 self.fs.sync_dir(&self.dir)?;
             }
         }
@@ -528,7 +549,12 @@ impl Engine {
                 let r = self
                     .wal
                     .sync_written()
-                    .and_then(|durable| rings.iter().try_for_each(|r| r.flush(durable)));
+                    .and_then(|durable| rings.iter().try_for_each(|r| r.flush(durable)))
+                    .and_then(|()| {
+                        rings
+                            .iter()
+                            .try_for_each(|r| r.write_back(crate::capped::WRITE_BACK_MIN))
+                    });
                 if let Err(e) = r {
                     self.pager
                         .stop_writes(&format!("writing capped records failed: {e}"));
@@ -615,6 +641,7 @@ impl Engine {
         let durable = self.wal.sync()?;
         for r in rings {
             r.flush(durable)?;
+            r.write_back(0)?;
             r.sync()?;
         }
         Ok(())

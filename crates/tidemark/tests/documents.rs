@@ -180,6 +180,61 @@ fn bad_input_is_a_typed_error_and_changes_nothing() {
     ));
 }
 
+/// Names of the capped ring files in `dir`, sorted.
+fn ring_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.starts_with("capped-"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A capped collection's ring file is written whole before the creation
+/// commits, under a temporary name: it then has its full length, a failed
+/// creation leaves no file behind, and a temporary file left by a creation
+/// cut short is removed when the database opens.
+#[test]
+fn capped_ring_files_are_prepared_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = 1 << 20;
+    let opts = Some(CappedOptions { size, max: None });
+    let db = small_builder().open(dir.path()).unwrap();
+    db.create_collection("r", opts).unwrap();
+    let files = ring_files(dir.path());
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].ends_with(".ring"), "{files:?}");
+    let ring = dir.path().join(&files[0]);
+    assert_eq!(std::fs::metadata(&ring).unwrap().len(), 4096 + size);
+    assert!(matches!(
+        db.create_collection("r", opts),
+        Err(Error::CollectionExists(_))
+    ));
+    assert_eq!(ring_files(dir.path()), files);
+    let c = db.get_collection("r").unwrap();
+    c.insert_one(&doc! {"_id": 1, "v": "kept"}).unwrap();
+    drop(c);
+    db.close().unwrap();
+
+    let leftover = dir.path().join(format!("{}.prep-1-0", files[0]));
+    std::fs::write(&leftover, vec![0u8; 8192]).unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    assert!(!leftover.exists());
+    assert_eq!(ring_files(dir.path()), files);
+    let c = db.get_collection("r").unwrap();
+    assert_eq!(
+        c.find_one(&Bson::Int32(1)).unwrap().unwrap(),
+        doc! {"_id": 1, "v": "kept"}
+    );
+    // A dropped and recreated collection gets a new, empty ring.
+    drop(c);
+    db.drop_collection("r").unwrap();
+    let c = db.create_collection("r", opts).unwrap();
+    assert_eq!(c.count().unwrap(), 0);
+    assert_eq!(ring_files(dir.path()), files);
+}
+
 /// The placement rule, written independently of the engine: each record's
 /// ring position, and which records an insert must remove.
 #[derive(Clone, Debug)]

@@ -641,6 +641,15 @@ impl Database {
             value: &entry,
         }];
         let e = self.engine();
+        // The ring file is filled before the commit, holding no lock; the
+        // commit renames it into place. Removed if the creation fails.
+        let prepared = match capped {
+            Some(c) => Some(PreparedRing {
+                fs: &*e.fs,
+                path: capped::prepare_file(&*e.fs, &e.dir, key, c.size)?,
+            }),
+            None => None,
+        };
         self.commit(
             &op,
             Some(vec![e.stripes.of(COLLECTIONS.as_bytes(), key)]),
@@ -650,7 +659,7 @@ impl Database {
                 None => Ok(()),
             },
             |e, (), ts| {
-                e.collection_written(key, Some(&entry))?;
+                e.collection_written(key, Some(&entry), prepared.as_ref().map(|p| &*p.path))?;
                 e.apply_put(
                     cat.root(),
                     key,
@@ -752,7 +761,7 @@ impl Database {
             Durability::Fsync,
             |_| Ok(()),
             |e, (), ts| {
-                e.collection_written(key, None)?;
+                e.collection_written(key, None, None)?;
                 e.apply_delete(cat.root(), key, ts.map(|t| (t, COLLECTIONS.as_bytes())))
                     .map(|_| ())
             },
@@ -1073,5 +1082,20 @@ impl Collection {
 
     pub(crate) fn fetch_indexed(&self, v: &[u8]) -> Result<Option<Document>> {
         self.fetch(v)
+    }
+}
+
+/// A ring file prepared for a collection being created; removed when
+/// dropped unless the creation renamed it into place.
+struct PreparedRing<'a> {
+    fs: &'a dyn crate::io::FileSystem,
+    path: std::path::PathBuf,
+}
+
+impl Drop for PreparedRing<'_> {
+    fn drop(&mut self) {
+        // After a rename the name is gone: NotFound is the normal case,
+        // and any other failure leaves a file the next open removes.
+        let _ = self.fs.remove(&self.path);
     }
 }
