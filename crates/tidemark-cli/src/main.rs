@@ -173,6 +173,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
+        // The reader of the output went away (`tidemark layout c | head`):
+        // stop quietly, as tools that die of SIGPIPE do.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("tidemark: {e}");
             ExitCode::from(2)

@@ -487,3 +487,37 @@ fn report_renders_in_chromium() {
     assert_eq!(without, 0);
     assert!(with > 2_000, "{with} chart pixels");
 }
+
+/// A reader that stops early (`tidemark layout c | head`) ends the output
+/// quietly: no error message, success.
+#[test]
+fn output_to_a_closed_pipe_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    {
+        let d = tidemark::Database::builder().open(&db).unwrap();
+        let c = d.collection("c").unwrap();
+        // Far more output than a pipe buffers.
+        for i in 0..30_000 {
+            c.insert_one(&tidemark::bson::doc! {"_id": i}).unwrap();
+        }
+        d.close().unwrap();
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tidemark"))
+        .arg("--db")
+        .arg(&db)
+        .args(["find", "c"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first.trim(), r#"{"_id":0}"#);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert!(out.status.success(), "{:?}", out.status);
+}
