@@ -4,12 +4,13 @@
 //! reserving space with one compare-and-swap on its state word, copy their
 //! records into their own ranges in parallel, and leave. A committer that
 //! needs its record written (durability `Write` or `Fsync`) either finds it
-//! already written, or becomes the *leader* if nobody is, or sleeps on a
-//! condition variable until a leader wakes it. The leader closes the active
+//! already written, or becomes the *leader* if nobody is, or sleeps on its
+//! slot's event until a leader wakes it. The leader closes the active
 //! slot (one atomic OR), installs the other slot as active at once, so the
 //! next group starts forming while this one is written, waits until the
 //! joiners of the closed slot have finished copying, writes the slot with
-//! one call, fsyncs if anyone in it asked for that, and wakes everyone.
+//! one call, fsyncs if anyone in it asked for that, and wakes its whole
+//! group with one call (a futex wake of every sleeper on the slot's event).
 //!
 //! One leader at a time: groups reach the file in stream order, so what a
 //! crash leaves is always a prefix of the stream. While a leader writes
@@ -29,21 +30,17 @@
 use crate::error::{Error, Result};
 
 #[cfg(loom)]
-use loom::{
-    sync::{
-        atomic::{AtomicBool, AtomicU64, Ordering},
-        Condvar, Mutex, MutexGuard,
-    },
-    thread::{self, Thread},
+use loom::sync::{
+    atomic::{AtomicBool, AtomicU64, Ordering},
+    Condvar, Mutex, MutexGuard,
 };
 #[cfg(not(loom))]
-use std::{
-    sync::{
-        atomic::{AtomicBool, AtomicU64, Ordering},
-        Condvar, Mutex, MutexGuard,
-    },
-    thread::{self, Thread},
+use std::sync::{
+    atomic::{AtomicBool, AtomicU64, Ordering},
+    Condvar, Mutex, MutexGuard,
 };
+
+use event::Event;
 
 const OFFSET_BITS: u32 = 32;
 const JOINER_SHIFT: u32 = OFFSET_BITS;
@@ -105,28 +102,15 @@ struct Slot {
     sync: AtomicBool,
     records: AtomicU64,
     buf: buf::Buffer,
+    /// Members of the slot's group sleep here; bumped when the group is
+    /// done (or the log failed), and once to hand the lead to a member of
+    /// the group forming in it.
+    done: Event,
 }
 
 struct Ctl {
     leader: bool,
     failed: Option<String>,
-    /// Committers parked until the group of slot `i` is written.
-    parked: [Vec<Parked>; 2],
-}
-
-impl Ctl {
-    /// Every parked committer, to wake (failure, or a sync-only lead).
-    fn take_parked(&mut self) -> Vec<Parked> {
-        let mut all = std::mem::take(&mut self.parked[0]);
-        all.append(&mut self.parked[1]);
-        all
-    }
-}
-
-/// A committer asleep until the stream up to `end` is written.
-struct Parked {
-    thread: Thread,
-    end: u64,
 }
 
 pub(crate) struct GroupLog {
@@ -190,6 +174,7 @@ impl GroupLog {
             sync: AtomicBool::new(false),
             records: AtomicU64::new(0),
             buf: buf::Buffer::new(cap as usize),
+            done: Event::new(),
         };
         GroupLog {
             slots: [slot(0), slot(1)],
@@ -201,7 +186,6 @@ impl GroupLog {
             ctl: Mutex::new(Ctl {
                 leader: false,
                 failed: None,
-                parked: [Vec::new(), Vec::new()],
             }),
             failed: AtomicBool::new(false),
             cv: Condvar::new(),
@@ -318,14 +302,16 @@ impl GroupLog {
     /// Waits until `end` is written (synced if `sync`), or, when
     /// `until_gen` is given, until that generation is no longer active.
     ///
-    /// A committer of slot `member` sleeps with `thread::park` after
-    /// registering under the control lock, and checks for completion
-    /// without taking that lock when it wakes, so the members of a group
-    /// wake in parallel instead of queueing on a mutex. A leader that wrote
-    /// slot `s` unparks the members of `s` and one member of the group now
-    /// forming in the other slot, which becomes the next leader. Joiners
-    /// waiting for an install (`member` = `None`) use the condition
-    /// variable.
+    /// A committer of slot `member` reads the slot's event, checks for
+    /// completion, and sleeps on the event only while a leader is at work
+    /// (seen under the control lock); woken, it checks for completion
+    /// without taking that lock, so the members of a group wake in
+    /// parallel instead of queueing on a mutex. A leader that wrote slot
+    /// `s` first hands the lead to one sleeper of the group forming in the
+    /// other slot, then wakes every member of `s` with one call. The
+    /// event's value read before the checks makes a wake between the
+    /// checks and the sleep impossible to miss. Joiners waiting for an
+    /// install (`member` = `None`) use the condition variable.
     fn wait_for(
         &self,
         end: u64,
@@ -336,6 +322,8 @@ impl GroupLog {
     ) -> Result<()> {
         let reached = || if sync { self.synced() } else { self.written() };
         loop {
+            // Before the checks: a later bump makes the sleep below return.
+            let seen = member.map(|s| self.slots[s].done.value());
             if !self.failed.load(Ordering::Acquire) && until_gen.is_none() && reached() >= end {
                 return Ok(());
             }
@@ -357,50 +345,38 @@ impl GroupLog {
                 let r = self.lead(end, sync, sink);
                 let mut g = lock(&self.ctl);
                 g.leader = false;
-                let (wake, next) = match &r {
-                    Ok(Some(s)) => {
-                        let s = *s;
-                        let wake = std::mem::take(&mut g.parked[s]);
-                        // One live member of the forming group leads it;
-                        // entries of committers already done are stale.
-                        let written = self.written();
-                        let mut next = None;
-                        while let Some(p) = g.parked[1 - s].pop() {
-                            if p.end > written {
-                                next = Some(p);
-                                break;
-                            }
-                        }
-                        (wake, next)
-                    }
-                    Err(e) => {
-                        g.failed = Some(format!("log write failed: {e}"));
-                        self.failed.store(true, Ordering::Release);
-                        (g.take_parked(), None)
-                    }
-                    Ok(None) => (g.take_parked(), None),
-                };
+                if let Err(e) = &r {
+                    g.failed = Some(format!("log write failed: {e}"));
+                    self.failed.store(true, Ordering::Release);
+                }
                 self.cv.notify_all();
                 drop(g);
-                // The next leader first: it has the fsync pipeline to
-                // keep busy, and every thread woken before it would run
-                // ahead of it on a busy machine.
-                for p in next.into_iter().chain(wake) {
-                    p.thread.unpark();
+                match &r {
+                    // The next leader first: it has the fsync pipeline to
+                    // keep busy, and every thread woken before it would
+                    // run ahead of it on a busy machine. A sleeper of the
+                    // forming group is one whose lead has not begun (its
+                    // slot was installed after the last wake of it).
+                    Ok(Some(s)) => {
+                        self.slots[1 - s].done.notify_one();
+                        self.slots[*s].done.notify_all();
+                    }
+                    // Nothing written, or the log failed: everyone checks.
+                    _ => {
+                        for slot in &self.slots {
+                            slot.done.notify_all();
+                        }
+                    }
                 }
                 r?;
                 continue;
             }
-            match member {
-                Some(s) => {
-                    g.parked[s].push(Parked {
-                        thread: thread::current(),
-                        end,
-                    });
+            match (member, seen) {
+                (Some(s), Some(seen)) => {
                     drop(g);
-                    thread::park();
+                    self.slots[s].done.wait(seen);
                 }
-                None => {
+                _ => {
                     drop(self.cv.wait(g).unwrap_or_else(|e| e.into_inner()));
                 }
             }
@@ -496,10 +472,91 @@ impl GroupLog {
         g.failed.get_or_insert_with(|| why.to_string());
         self.failed.store(true, Ordering::Release);
         self.cv.notify_all();
-        let all = g.take_parked();
         drop(g);
-        for p in all {
-            p.thread.unpark();
+        for slot in &self.slots {
+            slot.done.notify_all();
+        }
+    }
+}
+
+/// An event count: a counter that waiters sleep on until it moves. A
+/// waiter reads [`Event::value`], checks its condition, and calls
+/// [`Event::wait`] with the value it read; a notifier makes the condition
+/// true, then bumps the counter and wakes. A bump between the read and the
+/// sleep makes the sleep return at once, so no wake is lost.
+#[cfg(not(loom))]
+mod event {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A futex word (`atomic-wait`): a wake is one system call however many
+    /// threads it wakes.
+    pub(super) struct Event(AtomicU32);
+
+    impl Event {
+        pub(super) fn new() -> Event {
+            Event(AtomicU32::new(0))
+        }
+        /// The current count (acquire: what the notifier did before its
+        /// bump is visible after this read sees the bump).
+        pub(super) fn value(&self) -> u32 {
+            self.0.load(Ordering::Acquire)
+        }
+        /// Sleeps while the count is `seen`; may return spuriously.
+        pub(super) fn wait(&self, seen: u32) {
+            atomic_wait::wait(&self.0, seen);
+        }
+        /// Bumps the count and wakes one sleeper.
+        pub(super) fn notify_one(&self) {
+            self.0.fetch_add(1, Ordering::Release);
+            atomic_wait::wake_one(&self.0);
+        }
+        /// Bumps the count and wakes every sleeper.
+        pub(super) fn notify_all(&self) {
+            self.0.fetch_add(1, Ordering::Release);
+            atomic_wait::wake_all(&self.0);
+        }
+    }
+}
+
+/// The event count under loom: the check of the count and the sleep are
+/// made atomic by a mutex, as the futex makes them in the kernel.
+#[cfg(loom)]
+mod event {
+    use loom::sync::atomic::{AtomicU32, Ordering};
+    use loom::sync::{Condvar, Mutex};
+
+    pub(super) struct Event {
+        count: AtomicU32,
+        lock: Mutex<()>,
+        cv: Condvar,
+    }
+
+    impl Event {
+        pub(super) fn new() -> Event {
+            Event {
+                count: AtomicU32::new(0),
+                lock: Mutex::new(()),
+                cv: Condvar::new(),
+            }
+        }
+        pub(super) fn value(&self) -> u32 {
+            self.count.load(Ordering::Acquire)
+        }
+        pub(super) fn wait(&self, seen: u32) {
+            let g = self.lock.lock().unwrap();
+            if self.count.load(Ordering::Acquire) == seen {
+                drop(self.cv.wait(g).unwrap());
+            }
+        }
+        pub(super) fn notify_one(&self) {
+            self.count.fetch_add(1, Ordering::Release);
+            let _g = self.lock.lock().unwrap();
+            self.cv.notify_one();
+        }
+        pub(super) fn notify_all(&self) {
+            self.count.fetch_add(1, Ordering::Release);
+            let _g = self.lock.lock().unwrap();
+            self.cv.notify_all();
         }
     }
 }
@@ -722,5 +779,156 @@ mod loom_tests {
     #[test]
     fn two_writers_with_fsync() {
         run(2, 1, true);
+    }
+}
+
+/// Stress tests of the protocol on real threads: more committers than
+/// cores, every durability mixed, a sink slow enough for groups to form,
+/// and a sink that fails. A lost wake shows up as a hang, which the
+/// watchdog turns into a failure.
+#[cfg(all(test, not(loom)))]
+mod stress_tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+
+    /// The stream as written, the synced length, and a sync that takes a
+    /// while and fails from the `fail_at`-th call on.
+    struct SlowSink {
+        bytes: Mutex<Vec<u8>>,
+        written: AtomicU64,
+        synced: AtomicU64,
+        syncs: AtomicU64,
+        fail_at: u64,
+    }
+
+    impl Sink for SlowSink {
+        fn write(&self, pos: u64, b: &[u8]) -> Result<()> {
+            let mut v = self.bytes.lock().unwrap();
+            let end = pos as usize + b.len();
+            assert_eq!(v.len(), pos as usize, "groups written out of order");
+            v.extend_from_slice(b);
+            self.written.store(end as u64, Ordering::SeqCst);
+            Ok(())
+        }
+        fn sync(&self) -> Result<()> {
+            let n = self.syncs.fetch_add(1, Ordering::SeqCst) + 1;
+            std::thread::sleep(Duration::from_micros(50));
+            if n >= self.fail_at {
+                return Err(Error::Io(std::io::Error::other("injected fsync failure")));
+            }
+            self.synced
+                .store(self.written.load(Ordering::SeqCst), Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    /// `threads` committers, `per` commits each, durability by turns;
+    /// returns each thread's (pos, end, result of its wait) per commit.
+    fn run(threads: u64, per: u64, fail_at: u64) -> (Arc<SlowSink>, Vec<Vec<(u64, Result<()>)>>) {
+        let log = Arc::new(GroupLog::new(0, 4096));
+        let sink = Arc::new(SlowSink {
+            bytes: Mutex::new(Vec::new()),
+            written: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+            fail_at,
+        });
+        let (tx, rx) = mpsc::channel();
+        for id in 0..threads {
+            let (log, sink, tx) = (log.clone(), sink.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                for i in 0..per {
+                    // 8 or 16 bytes filled with the thread's id + 1.
+                    let len = 8 * (1 + (id + i) % 2);
+                    let r = match log.reserve(len, &*sink) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            out.push((u64::MAX, Err(e)));
+                            break;
+                        }
+                    };
+                    log.with_bytes(&r, |b| b.fill(id as u8 + 1));
+                    let (pos, end, slot) = (r.pos, r.end(), r.slot());
+                    let mode = (id + i) % 3; // 0 none, 1 write, 2 fsync
+                    log.release(r, mode == 2);
+                    let res = match mode {
+                        0 => Ok(()),
+                        m => log.wait(end, slot, m == 2, &*sink),
+                    };
+                    if res.is_ok() && mode == 1 {
+                        assert!(sink.written.load(Ordering::SeqCst) >= end);
+                    }
+                    if res.is_ok() && mode == 2 {
+                        assert!(sink.synced.load(Ordering::SeqCst) >= end);
+                    }
+                    let failed = res.is_err();
+                    out.push((pos, res));
+                    if failed {
+                        break;
+                    }
+                }
+                tx.send((id, out)).unwrap();
+            });
+        }
+        drop(tx);
+        let mut all: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
+        for _ in 0..threads {
+            // A committer that never returns is a lost wake.
+            let (id, out) = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("a committer hung: a wake was lost");
+            all[id as usize] = out;
+        }
+        (sink, all)
+    }
+
+    #[test]
+    fn many_committers_every_durability_all_records_land_whole() {
+        let (threads, per) = (48, 400);
+        let (sink, all) = run(threads, per, u64::MAX);
+        let v = sink.bytes.lock().unwrap();
+        let mut spans = Vec::new();
+        for (id, outs) in all.iter().enumerate() {
+            assert_eq!(outs.len() as u64, per);
+            for (i, (pos, res)) in outs.iter().enumerate() {
+                assert!(res.is_ok(), "{res:?}");
+                let len = 8 * (1 + (id as u64 + i as u64) % 2);
+                spans.push((*pos, len));
+                // Records of mode `none` at the very end may be unwritten.
+                if pos + len <= v.len() as u64 {
+                    let rec = &v[*pos as usize..(pos + len) as usize];
+                    assert!(rec.iter().all(|&b| b == id as u8 + 1), "record damaged");
+                }
+            }
+        }
+        // The reservations tile the stream from 0 with no overlap or hole,
+        // and what was written is a prefix of them.
+        spans.sort_unstable();
+        let mut at = 0;
+        for &(pos, len) in &spans {
+            assert_eq!(pos, at, "reservations overlap or leave a hole");
+            at += len;
+        }
+        assert!(v.len() as u64 <= at);
+        assert!(sink.syncs.load(Ordering::SeqCst) > 0);
+    }
+
+    #[test]
+    fn a_failed_fsync_wakes_every_waiter_with_an_error() {
+        let (_, all) = run(32, 400, 20);
+        let failures = all
+            .iter()
+            .filter(|outs| matches!(outs.last(), Some((_, Err(_)))))
+            .count();
+        // Every thread ends: those that reached the failure saw an error
+        // (none hung), and once failed, the log accepts nothing more.
+        assert!(failures > 0);
+        for outs in &all {
+            let errs = outs.iter().filter(|(_, r)| r.is_err()).count();
+            assert!(errs <= 1);
+        }
     }
 }
