@@ -824,9 +824,12 @@ mod stress_tests {
         }
     }
 
+    /// Per thread, per commit: its stream position and how its wait ended.
+    type Outcomes = Vec<Vec<(u64, Result<()>)>>;
+
     /// `threads` committers, `per` commits each, durability by turns;
-    /// returns each thread's (pos, end, result of its wait) per commit.
-    fn run(threads: u64, per: u64, fail_at: u64) -> (Arc<SlowSink>, Vec<Vec<(u64, Result<()>)>>) {
+    /// returns the sink and each commit's outcome.
+    fn run(threads: u64, per: u64, fail_at: u64) -> (Arc<SlowSink>, Outcomes) {
         let log = Arc::new(GroupLog::new(0, 4096));
         let sink = Arc::new(SlowSink {
             bytes: Mutex::new(Vec::new()),
