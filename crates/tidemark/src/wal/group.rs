@@ -354,9 +354,10 @@ impl GroupLog {
                 match &r {
                     // The next leader first: it has the fsync pipeline to
                     // keep busy, and every thread woken before it would
-                    // run ahead of it on a busy machine. A sleeper of the
-                    // forming group is one whose lead has not begun (its
-                    // slot was installed after the last wake of it).
+                    // run ahead of it on a busy machine. Whoever sleeps on
+                    // the other slot's event is a member of the group
+                    // forming there: the members of that slot's previous
+                    // group were all woken when it was done.
                     Ok(Some(s)) => {
                         self.slots[1 - s].done.notify_one();
                         self.slots[*s].done.notify_all();
