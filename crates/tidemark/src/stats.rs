@@ -148,6 +148,11 @@ pub struct Stats {
     pub pages_cleaned: u64,
     /// Pages the eviction hand examined.
     pub pages_examined: u64,
+    /// Times a thread signalled the eviction workers to run (a signal not
+    /// already pending). A worker woken evicts down to `eviction_target`,
+    /// so under steady pressure there are many pages read or written per
+    /// signal, not one.
+    pub eviction_worker_wakes: u64,
     /// Evictions performed by application threads (counting the hot dirty
     /// pages they cleaned, kept cached, when only the dirty trigger was
     /// passed).
@@ -298,6 +303,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         pages_evicted_dirty: ld(&p.evicted_dirty),
         pages_cleaned: ld(&p.cleaned),
         pages_examined: ld(&p.examined),
+        eviction_worker_wakes: ld(&p.worker_wakes),
         app_thread_evictions: ld(&p.app_evictions),
         app_thread_eviction_us: ld(&p.app_eviction_ns) / 1000,
         max_cache_wait_us: ld(&p.max_wait_ns) / 1000,
@@ -383,6 +389,7 @@ impl Stats {
             ("pages_evicted_dirty", self.pages_evicted_dirty),
             ("pages_cleaned", self.pages_cleaned),
             ("pages_examined", self.pages_examined),
+            ("eviction_worker_wakes", self.eviction_worker_wakes),
             ("app_thread_evictions", self.app_thread_evictions),
             ("app_thread_eviction_us", self.app_thread_eviction_us),
             ("max_cache_wait_us", self.max_cache_wait_us),

@@ -101,6 +101,7 @@ pub(crate) struct PoolCounters {
     pub(crate) evicted_dirty: AtomicU64,
     pub(crate) cleaned: AtomicU64,
     pub(crate) examined: AtomicU64,
+    pub(crate) worker_wakes: AtomicU64,
     pub(crate) app_evictions: AtomicU64,
     pub(crate) app_eviction_ns: AtomicU64,
     pub(crate) max_wait_ns: AtomicU64,
@@ -473,6 +474,7 @@ impl BufferPool {
         if !*w {
             *w = true;
             self.wake_cv.notify_all();
+            self.counters.worker_wakes.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -809,6 +811,32 @@ mod tests {
             let g = f.latch.read();
             (g.state == FrameState::Page && g.pid == pid).then_some(g.dirty)
         })
+    }
+
+    /// A thread taking frames signals the workers only once usage passes
+    /// `wake_at`, a quarter of the way from the target to the trigger, and
+    /// not as soon as it passes the target: a woken worker evicts down to
+    /// the target, so each signal is worth a batch of frames.
+    #[test]
+    fn taking_frames_wakes_the_workers_only_past_a_quarter_of_the_way_to_the_trigger() {
+        let (pool, pager) = setup_cfg(PoolConfig {
+            frames: 64,
+            target: 32,
+            trigger: 60,
+            dirty_target: 64,
+            dirty_trigger: 64,
+        });
+        assert_eq!(pool.wake_at(), 39);
+        let wakes = || pool.counters.worker_wakes.load(Ordering::SeqCst);
+        let mut pid = 3;
+        while pool.used.load(Ordering::SeqCst) < 39 {
+            drop(pool.new_page(&pager, pid).unwrap());
+            pid += 1;
+        }
+        assert_eq!(wakes(), 0, "woken at or below wake_at");
+        drop(pool.new_page(&pager, pid).unwrap());
+        assert_eq!(pool.used.load(Ordering::SeqCst), 40);
+        assert_eq!(wakes(), 1, "not woken past wake_at");
     }
 
     /// The background worker cleans a hot dirty page at most once per
