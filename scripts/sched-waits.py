@@ -106,8 +106,10 @@ def main():
             if nxt in off:
                 left, state, stack = off.pop(nxt)
                 w = woken.pop(nxt, None)
-                if state.startswith("R") or w is None:
+                if state.startswith("R"):
                     w = left  # preempted: waiting for a core all along
+                elif w is None:
+                    w = e["t"]  # no wake-up seen: counted as asleep
                 spells.append((nxt, left, w, e["t"], state, stack, cpu))
 
     groups = collections.defaultdict(lambda: [0, 0.0, 0.0])
