@@ -21,6 +21,7 @@ how often another core was idle for most of the wait.
 """
 
 import argparse
+import bisect
 import collections
 import re
 import sys
@@ -117,6 +118,16 @@ def main():
     other_idle = [0, 0.0]
     waits = [0, 0.0]
     cpus = sorted(ran)
+    # Each core's intervals are in time order; their ends index them.
+    ends = {c: [t for _, t, _ in ran[c]] for c in cpus}
+
+    def during(c, a, b):
+        """The intervals of core `c` that overlap `a..b`, with the overlap."""
+        for f, t, who in ran[c][bisect.bisect_right(ends[c], a) :]:
+            if f >= b:
+                break
+            yield who, min(t, b) - max(f, a)
+
     for tid, left, w, back, state, stack, cpu in spells:
         if names.get(tid) != a.comm or (back - left) * 1000 < a.min_ms:
             continue
@@ -129,14 +140,13 @@ def main():
             continue
         waits[0] += 1
         waits[1] += delay
-        for f, t, who in ran[cpu]:
-            ov = min(t, back) - max(f, w)
+        for who, ov in during(cpu, w, back):
             if ov > 0:
                 holders[names.get(who, str(who)) if who else "(idle)"] += ov * 1000
         for c in cpus:
             if c == cpu:
                 continue
-            idle = sum(max(0, min(t, back) - max(f, w)) for f, t, who in ran[c] if who == 0)
+            idle = sum(max(0, ov) for who, ov in during(c, w, back) if who == 0)
             if idle * 1000 > delay / 2:
                 other_idle[0] += 1
                 other_idle[1] += delay
