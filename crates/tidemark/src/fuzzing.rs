@@ -29,6 +29,7 @@ pub fn page(data: &[u8]) {
             continue;
         }
         if matches!(page::kind(&buf), Some(PageKind::Leaf | PageKind::Branch))
+            && node::unpack(&mut buf).is_ok()
             && node::validate(&buf).is_ok()
         {
             let leaf = node::is_leaf(&buf);

@@ -24,8 +24,12 @@ use crate::page::{self, get_u32, get_u64, put_u32, put_u64, PageKind, HEADER_SIZ
 
 /// Identifies a tidemark data file.
 pub(crate) const MAGIC: [u8; 8] = *b"TIDEMRK\x01";
-/// On-disk format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// On-disk format version this build writes. Version 3 stores leaf and
+/// branch pages packed (see [`crate::page`]).
+pub(crate) const FORMAT_VERSION: u32 = 3;
+/// Oldest format version this build reads: version 2 differs only in
+/// storing every page whole, which version 3 still reads.
+pub(crate) const OLDEST_READABLE: u32 = 2;
 
 const MAGIC_OFFSET: usize = HEADER_SIZE;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
@@ -75,9 +79,9 @@ impl Meta {
         }
         page::check(buf, &[PageKind::Meta], slot, slot)?;
         let version = get_u32(buf, VERSION_OFFSET);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READABLE..=FORMAT_VERSION).contains(&version) {
             return Err(Error::NotADatabase(format!(
-                "format version {version}, this build reads {FORMAT_VERSION}"
+                "format version {version}, this build reads {OLDEST_READABLE} to {FORMAT_VERSION}"
             )));
         }
         let ps = get_u32(buf, PAGE_SIZE_OFFSET) as usize;

@@ -5,7 +5,7 @@
 //!
 //! | offset | size | field     | meaning                                              |
 //! |--------|------|-----------|------------------------------------------------------|
-//! | 0      | 4    | checksum  | crc32c of bytes 4..PAGE_SIZE                         |
+//! | 0      | 4    | checksum  | crc32c of bytes 4..PAGE_SIZE, or 4..image            |
 //! | 4      | 1    | kind      | [`PageKind`]                                         |
 //! | 5      | 1    | level     | B+tree level: 0 = leaf, >0 = branch                  |
 //! | 6      | 2    | count     | number of cells (nodes) or payload entries           |
@@ -13,7 +13,15 @@
 //! | 16     | 8    | aux       | branch: leftmost child; overflow: payload length     |
 //! | 24     | 2    | free_end  | nodes: offset where the cell area begins             |
 //! | 26     | 2    | garbage   | nodes: bytes of dead cells inside the cell area      |
-//! | 28     | 4    | reserved  | zero                                                 |
+//! | 28     | 4    | image     | 0: the block holds the whole page; else the length   |
+//! |        |      |           | of a packed node image (below)                       |
+//!
+//! A leaf or branch page is stored packed (see [`crate::btree::node::pack`]):
+//! its header and slots, then its cells, without the free gap between them,
+//! zero-padded to a multiple of [`IMAGE_ALIGN`]. `image` is the length
+//! before the padding and the checksum covers bytes 4..image; the rest of
+//! the block is not written and may hold anything. Other kinds of page are
+//! always stored whole (`image` 0), as every page was before packing.
 //!
 //! The id in the header is checked against the id the reader expected, so a
 //! page written to the wrong block, or a stale block read through a bad
@@ -36,8 +44,13 @@ const ID_OFFSET: usize = COUNT_OFFSET + 2;
 const AUX_OFFSET: usize = ID_OFFSET + 8;
 const FREE_END_OFFSET: usize = AUX_OFFSET + 8;
 const GARBAGE_OFFSET: usize = FREE_END_OFFSET + 2;
+const IMAGE_OFFSET: usize = GARBAGE_OFFSET + 2;
 /// Size of the common page header; page bodies start here.
-pub const HEADER_SIZE: usize = GARBAGE_OFFSET + 2 + 4;
+pub const HEADER_SIZE: usize = IMAGE_OFFSET + 4;
+/// A packed page image is written in whole multiples of this (the kernel's
+/// page size): a write that covers part of a page-cache page makes the
+/// kernel read the rest of it first.
+pub(crate) const IMAGE_ALIGN: usize = 4096;
 
 /// What a page holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +141,15 @@ pub(crate) fn set_garbage(buf: &mut [u8], v: usize) {
     put_u16(buf, GARBAGE_OFFSET, v as u16);
 }
 
+/// Length of the packed image the page was stored as, 0 if stored whole.
+pub(crate) fn image(buf: &[u8]) -> usize {
+    get_u32(buf, IMAGE_OFFSET) as usize
+}
+pub(crate) fn set_image(buf: &mut [u8], v: usize) {
+    debug_assert!(v <= PAGE_SIZE);
+    put_u32(buf, IMAGE_OFFSET, v as u32);
+}
+
 /// Clears `buf` and writes a fresh header.
 pub(crate) fn init(buf: &mut [u8], kind: PageKind, level: u8, id: u64) {
     buf.fill(0);
@@ -137,21 +159,39 @@ pub(crate) fn init(buf: &mut [u8], kind: PageKind, level: u8, id: u64) {
     set_free_end(buf, PAGE_SIZE);
 }
 
-/// Computes and stores the checksum; call just before writing the page.
+/// Computes and stores the checksum of the whole page (stored whole, so
+/// `image` is 0); call just before writing the page.
 pub(crate) fn seal(buf: &mut [u8]) {
+    set_image(buf, 0);
     let sum = crc32c::crc32c(&buf[KIND_OFFSET..]);
     put_u32(buf, CHECKSUM_OFFSET, sum);
 }
 
-/// Checks a page just read from disk: checksum, kind and id.
+/// Stores the checksum of a packed image of `image` bytes at the start of
+/// `buf` (its `image` field already set).
+pub(crate) fn seal_image(buf: &mut [u8], image: usize) {
+    let sum = crc32c::crc32c(&buf[KIND_OFFSET..image]);
+    put_u32(buf, CHECKSUM_OFFSET, sum);
+}
+
+/// Checks a page just read from disk: checksum, kind and id. A packed node
+/// image passes as it is; [`crate::btree::node::unpack`] lays it out.
 ///
 /// `page` names the page in the error (logical id or block number).
 pub(crate) fn check(buf: &[u8], want_kind: &[PageKind], want_id: u64, page: u64) -> Result<()> {
     if buf.len() != PAGE_SIZE {
         return Err(Error::corruption(page, "short page"));
     }
+    let image = image(buf);
+    if image != 0 && !(HEADER_SIZE..=PAGE_SIZE).contains(&image) {
+        return Err(Error::corruption(
+            page,
+            format!("packed image length {image} out of range"),
+        ));
+    }
+    let end = if image == 0 { PAGE_SIZE } else { image };
     let stored = get_u32(buf, CHECKSUM_OFFSET);
-    let actual = crc32c::crc32c(&buf[KIND_OFFSET..]);
+    let actual = crc32c::crc32c(&buf[KIND_OFFSET..end]);
     if stored != actual {
         if buf.iter().all(|&b| b == 0) {
             return Err(Error::corruption(
@@ -171,6 +211,12 @@ pub(crate) fn check(buf: &[u8], want_kind: &[PageKind], want_id: u64, page: u64)
         return Err(Error::corruption(
             page,
             format!("expected a {want_kind:?} page, found {k:?}"),
+        ));
+    }
+    if image != 0 && !matches!(k, PageKind::Leaf | PageKind::Branch) {
+        return Err(Error::corruption(
+            page,
+            format!("a {k:?} page is never stored packed"),
         ));
     }
     if id(buf) != want_id {

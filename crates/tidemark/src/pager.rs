@@ -29,6 +29,12 @@ const GROW_MIN_BLOCKS: u64 = 1024;
 /// preparing thread checks for shutdown often.
 const PREPARE_STEP_BLOCKS: u64 = 256;
 
+thread_local! {
+    /// Each thread's buffer for packing the node pages it writes (taken
+    /// and put back around each write, so it is never borrowed twice).
+    static PACKED: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
+}
+
 /// The length, in blocks, a file of `have` blocks grows to by one step.
 fn grow_step(have: u64) -> u64 {
     have + (have / 8).max(GROW_MIN_BLOCKS)
@@ -302,6 +308,7 @@ impl Pager {
         self.read_block(block, buf, pid)?;
         page::check(buf, kinds, pid, pid)?;
         if matches!(page::kind(buf), Some(PageKind::Leaf | PageKind::Branch)) {
+            node::unpack(buf).map_err(|r| Error::corruption(pid, r))?;
             node::validate(buf).map_err(|r| Error::corruption(pid, r))?;
         }
         self.counters.pages_read.fetch_add(1, Ordering::Relaxed);
@@ -309,14 +316,28 @@ impl Pager {
     }
 
     /// Reads block `block`; reading past the end of the file is corruption
-    /// of whatever pointed there (`page` names it).
+    /// of whatever pointed there (`page` names it). The last block of a
+    /// file the file system did not extend ahead may hold only a packed
+    /// image: what it has is read and the rest of `buf` zeroed (the
+    /// checksum then decides).
     pub(crate) fn read_block(&self, block: u64, buf: &mut [u8], page: u64) -> Result<()> {
-        match self.file.read_exact_at(buf, block * PAGE_SIZE as u64) {
+        let at = block * PAGE_SIZE as u64;
+        match self.file.read_exact_at(buf, at) {
             Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(Error::corruption(
-                page,
-                format!("block {block} lies past the end of the file"),
-            )),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                let len = self.file.len()?;
+                if len <= at {
+                    return Err(Error::corruption(
+                        page,
+                        format!("block {block} lies past the end of the file"),
+                    ));
+                }
+                // len - at < buf.len() here, or the read would have worked.
+                let have = usize::try_from(len - at).map_or(buf.len(), |h| h.min(buf.len()));
+                self.file.read_exact_at(&mut buf[..have], at)?;
+                buf[have..].fill(0);
+                Ok(())
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -469,22 +490,39 @@ impl Pager {
         }
     }
 
-    /// Seals `buf` and writes it to a newly allocated block.
+    /// Writes the page in `buf` to a newly allocated block: a leaf or
+    /// branch packed (through a per-thread buffer, `buf` is not changed),
+    /// any other page sealed in place and whole.
     pub(crate) fn write_new_block(&self, buf: &mut [u8], fresh: bool) -> Result<u64> {
-        page::seal(buf);
         let b = self.alloc.allocate(fresh);
         if let Err(e) = self.ensure_room(b) {
             self.alloc.free(b, self.epoch.load(Ordering::Acquire));
             return Err(e);
         }
-        if let Err(e) = self.file.write_all_at(buf, b * PAGE_SIZE as u64) {
-            self.alloc.free(b, self.epoch.load(Ordering::Acquire));
-            return Err(e.into());
-        }
+        let at = b * PAGE_SIZE as u64;
+        let written = if matches!(page::kind(buf), Some(PageKind::Leaf | PageKind::Branch)) {
+            let mut image = PACKED
+                .take()
+                .unwrap_or_else(|| vec![0u8; PAGE_SIZE].into_boxed_slice());
+            let len = node::pack(buf, &mut image);
+            let r = self.file.write_all_at(&image[..len], at).map(|()| len);
+            PACKED.set(Some(image));
+            r
+        } else {
+            page::seal(buf);
+            self.file.write_all_at(buf, at).map(|()| PAGE_SIZE)
+        };
+        let written = match written {
+            Ok(n) => n,
+            Err(e) => {
+                self.alloc.free(b, self.epoch.load(Ordering::Acquire));
+                return Err(e.into());
+            }
+        };
         self.counters.pages_written.fetch_add(1, Ordering::Relaxed);
         self.counters
             .bytes_written
-            .fetch_add(PAGE_SIZE as u64, Ordering::Relaxed);
+            .fetch_add(written as u64, Ordering::Relaxed);
         Ok(b)
     }
 
