@@ -268,28 +268,19 @@ pub(crate) fn compact(buf: &mut [u8]) {
 /// 12 KiB where the whole page is 16.
 pub(crate) fn pack(src: &[u8], dst: &mut [u8]) -> usize {
     let se = slots_end(src);
-    dst[..se].copy_from_slice(&src[..se]);
-    let live = if page::garbage(src) == 0 {
+    if page::garbage(src) == 0 {
         let fe = page::free_end(src);
+        dst[..se].copy_from_slice(&src[..se]);
         dst[se..se + PAGE_SIZE - fe].copy_from_slice(&src[fe..PAGE_SIZE]);
-        PAGE_SIZE - fe
     } else {
-        let n = page::count(src);
-        let live: usize = (0..n).map(|i| cell(src, i).len()).sum();
-        let fe = PAGE_SIZE - live;
-        // As `compact` lays the cells out: cell i ends where cell i-1 begins.
-        let mut end = PAGE_SIZE;
-        for i in 0..n {
-            let c = cell(src, i);
-            end -= c.len();
-            let at = se + (end - fe);
-            dst[at..at + c.len()].copy_from_slice(c);
-            set_slot(dst, i, end);
-        }
-        page::set_free_end(dst, fe);
-        page::set_garbage(dst, 0);
-        live
-    };
+        // Dead cells: lay the live ones out as `compact` does (the slots
+        // then hold their unpacked offsets), and close the gap.
+        dst[..PAGE_SIZE].copy_from_slice(&src[..PAGE_SIZE]);
+        compact(dst);
+        let fe = page::free_end(dst);
+        dst.copy_within(fe..PAGE_SIZE, se);
+    }
+    let live = PAGE_SIZE - page::free_end(dst);
     let image = se + live;
     let len = image.next_multiple_of(page::IMAGE_ALIGN);
     dst[image..len].fill(0);
