@@ -96,6 +96,13 @@ pub(crate) struct Inner {
     layout: Mutex<()>,
     /// 1 + index of the segment being prepared in the background, or 0.
     preparing: AtomicU64,
+    /// Segments below this index were let go by a checkpoint: the log
+    /// never reaches them again, so none is created there. Raised only
+    /// under `layout`. Without it, a preparer that checked for segment `i`
+    /// before the writer created it and a checkpoint recycled it away
+    /// would rename a new file into place behind the log, a spare that
+    /// nothing ever writes.
+    retired_below: AtomicU64,
     /// Most segments kept for reuse (see [`Segments::recycle`]).
     max_spares: AtomicUsize,
     pub(crate) counters: SegmentCounters,
@@ -132,6 +139,7 @@ impl Segments {
                 unsynced: Mutex::new(BTreeSet::new()),
                 layout: Mutex::new(()),
                 preparing: AtomicU64::new(0),
+                retired_below: AtomicU64::new(0),
                 // Until the database's options size them.
                 max_spares: AtomicUsize::new(SPARES),
                 counters: SegmentCounters::default(),
@@ -298,7 +306,7 @@ impl Inner {
     /// into place. If the segment was created meanwhile, the prepared file
     /// is removed.
     fn prepare(&self, i: u64) -> Result<()> {
-        if self.files.lock().contains_key(&i) {
+        if self.files.lock().contains_key(&i) || i < self.retired_below.load(Ordering::Acquire) {
             return Ok(());
         }
         let tmp = self.dir.join(prep_name(i));
@@ -312,7 +320,9 @@ impl Inner {
         }
         f.sync_data()?;
         let layout = self.layout.lock();
-        if self.files.lock().contains_key(&i) {
+        // Checked again under `layout`: the writer may have created the
+        // segment meanwhile, and a checkpoint may have recycled it away.
+        if self.files.lock().contains_key(&i) || i < self.retired_below.load(Ordering::Acquire) {
             drop(layout);
             self.fs.remove(&tmp)?;
             return Ok(());
@@ -390,6 +400,7 @@ impl Inner {
             let newest = files.keys().next_back().copied().unwrap_or(0);
             (old, newest, files.range(head / self.size + 1..).count())
         };
+        self.retired_below.fetch_max(first_needed, Ordering::AcqRel);
         if old.is_empty() {
             return Ok(());
         }
@@ -517,6 +528,30 @@ mod tests {
         assert_eq!(&buf, b"record");
         drop(s);
         assert!(!d.path().join(prep_name(2)).exists());
+    }
+
+    #[test]
+    fn a_late_preparer_creates_nothing_behind_the_log() {
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path());
+        // The writer creates segments 0 and 1 before a preparer asked for
+        // them gets to run, and a checkpoint then lets both go.
+        s.file(0).unwrap();
+        s.file(1).unwrap();
+        s.recycle(2 * SIZE, 2 * SIZE).unwrap();
+        assert_eq!(s.indices(), vec![2, 3]);
+        // The preparer, checking only now, finds neither index.
+        s.prepare(0).unwrap();
+        s.prepare(1).unwrap();
+        assert_eq!(s.indices(), vec![2, 3]);
+        assert_eq!(s.counters.created.load(Ordering::Relaxed), 2);
+        drop(s);
+        let mut names: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, vec![file_name(2), file_name(3)]);
     }
 
     #[test]
