@@ -300,13 +300,19 @@ impl Inner {
         Ok(f)
     }
 
+    /// Whether segment `i` exists, or lies behind the log where no
+    /// segment is created any more (see `retired_below`).
+    fn exists_or_retired(&self, i: u64) -> bool {
+        self.files.lock().contains_key(&i) || i < self.retired_below.load(Ordering::Acquire)
+    }
+
     /// Prepares segment `i` unless it exists: zeros written and synced
     /// under a temporary name, without holding the layout lock (a commit
     /// that needs the segment meanwhile creates it itself), then renamed
     /// into place. If the segment was created meanwhile, the prepared file
     /// is removed.
     fn prepare(&self, i: u64) -> Result<()> {
-        if self.files.lock().contains_key(&i) || i < self.retired_below.load(Ordering::Acquire) {
+        if self.exists_or_retired(i) {
             return Ok(());
         }
         let tmp = self.dir.join(prep_name(i));
@@ -322,7 +328,7 @@ impl Inner {
         let layout = self.layout.lock();
         // Checked again under `layout`: the writer may have created the
         // segment meanwhile, and a checkpoint may have recycled it away.
-        if self.files.lock().contains_key(&i) || i < self.retired_below.load(Ordering::Acquire) {
+        if self.exists_or_retired(i) {
             drop(layout);
             self.fs.remove(&tmp)?;
             return Ok(());
