@@ -13,7 +13,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::btree::node::MAX_KEY_SIZE;
 use crate::btree::ScanHint;
-use crate::cache::{self, PoolConfig, MIN_FRAMES};
+use crate::cache::{self, PoolConfig, MAX_FRAMES, MIN_FRAMES};
 use crate::checkpoint::{self, CheckpointInfo};
 use crate::engine::{decode_root, Engine, CATALOG_ROOT};
 use crate::error::{Error, Result};
@@ -226,6 +226,13 @@ impl Builder {
                 "cache_size must leave at least {} bytes for pages after the {} % version budget",
                 MIN_FRAMES * PAGE_SIZE,
                 self.version_budget
+            )));
+        }
+        // Frame indices are `u32`, `u32::MAX` meaning none (`NO_FRAME`).
+        if frames >= MAX_FRAMES {
+            return Err(Error::InvalidOption(format!(
+                "cache_size must be under {} bytes",
+                (MAX_FRAMES as u64) * PAGE_SIZE as u64
             )));
         }
         let pct = |p: u8| frames * usize::from(p) / 100;

@@ -37,7 +37,7 @@ pub(crate) fn paced_usage_limit(pool: &BufferPool) -> usize {
 /// paced step found every dirty page cleaned within [`RECLEAN_GAP`].
 pub(crate) fn clean_step(pool: &BufferPool, pager: &Pager, used: usize) -> Result<Relief> {
     let paced = (used <= paced_usage_limit(pool)).then(Instant::now);
-    let r = reduce_dirty(pool, pager, pool.frames.len(), paced);
+    let r = reduce_dirty(pool, pager, pool.clock_span(), paced);
     let hot = paced.is_some() && matches!(r, Ok(Relief::Nothing));
     if pool.dirty_hot.load(Ordering::Relaxed) != hot {
         pool.dirty_hot.store(hot, Ordering::Relaxed);
@@ -53,7 +53,7 @@ pub(crate) fn evict_one(
     pager: &Pager,
     max_examine: usize,
 ) -> Result<Option<u32>> {
-    let n = pool.frames.len();
+    let n = pool.clock_span();
     for _ in 0..max_examine {
         let i = pool.hand.fetch_add(1, Ordering::Relaxed) % n;
         let frame = &pool.frames[i];
@@ -111,7 +111,7 @@ pub(crate) fn reduce_dirty(
     max_examine: usize,
     paced: Option<Instant>,
 ) -> Result<Relief> {
-    let n = pool.frames.len();
+    let n = pool.clock_span();
     for _ in 0..max_examine {
         let i = pool.hand.fetch_add(1, Ordering::Relaxed) % n;
         let frame = &pool.frames[i];
@@ -244,7 +244,7 @@ pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
             }
             continue;
         }
-        match evict_one(pool, pager, pool.frames.len()) {
+        match evict_one(pool, pager, pool.clock_span()) {
             Ok(Some(fi)) => {
                 let g = pool.frames[fi as usize].latch.write();
                 pool.release_frame(fi, g);

@@ -11,7 +11,11 @@
 //!   a writer or a checkpoint.
 //! * **Victim choice.** CLOCK over the frames: the hand visits each frame
 //!   once per sweep; a referenced page gets a second chance, a latched
-//!   one is skipped without waiting. A page is marked referenced when it is
+//!   one is skipped without waiting. A frame given back is reused before
+//!   a frame never used, so the frames that have held pages stay a prefix
+//!   of the array, and sweeps stop at its end (`clock_span`): in a cache
+//!   larger than what it holds, a sweep costs what is cached, not the
+//!   cache's size. A page is marked referenced when it is
 //!   found already cached, not when it is loaded, so pages touched once
 //!   (the random-insert workload) are evicted on first visit. Work per
 //!   victim is bounded by the sweep, never by the size of the tree.
@@ -44,6 +48,9 @@ pub(crate) use evict::run_eviction_worker;
 /// Smallest cache, in frames: enough for a few threads each holding a
 /// root-to-leaf path (4-5 latches) plus split pages, with room to evict.
 pub(crate) const MIN_FRAMES: usize = 64;
+/// One more than the largest cache, in frames: frame indices are `u32`,
+/// and `u32::MAX` is the page map's "no frame".
+pub(crate) const MAX_FRAMES: usize = u32::MAX as usize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FrameState {
@@ -112,7 +119,11 @@ pub(crate) struct PoolCounters {
 
 pub(crate) struct BufferPool {
     pub(crate) frames: Box<[Frame]>,
+    /// Frames given back, reused before any frame never used.
     free: ArrayQueue<u32>,
+    /// Frames `0..never_used` have been handed out at least once; the
+    /// others have never held a page (see `clock_span`).
+    never_used: AtomicUsize,
     hand: AtomicUsize,
     /// Frames holding a page or a shadow.
     pub(crate) used: AtomicUsize,
@@ -212,13 +223,10 @@ impl BufferPool {
                 referenced: AtomicBool::new(false),
             })
             .collect();
-        for i in 0..cfg.frames {
-            // The queue was created with room for every frame.
-            let _ = free.push(i as u32);
-        }
         BufferPool {
             frames,
             free,
+            never_used: AtomicUsize::new(0),
             hand: AtomicUsize::new(0),
             used: AtomicUsize::new(0),
             dirty: AtomicUsize::new(0),
@@ -329,6 +337,31 @@ impl BufferPool {
         Ok(Some(g))
     }
 
+    /// A frame given back, else the next frame never used, else `None`
+    /// (every frame is in use).
+    fn take_free(&self) -> Option<u32> {
+        if let Some(fi) = self.free.pop() {
+            return Some(fi);
+        }
+        let n = self.frames.len();
+        self.never_used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |x| {
+                (x < n).then_some(x + 1)
+            })
+            .ok()
+            .and_then(|x| u32::try_from(x).ok())
+    }
+
+    /// How many frames a CLOCK lap covers: those handed out at least
+    /// once. The rest have never held a page, and a lap over a large
+    /// cache that holds little would otherwise cost the cache's size.
+    /// A lap may read this just before a frame past it is handed out and
+    /// miss that frame once, as CLOCK misses a frame latched at the
+    /// moment: the next lap sees it.
+    pub(crate) fn clock_span(&self) -> usize {
+        self.never_used.load(Ordering::Acquire).max(1)
+    }
+
     /// Returns a frame we hold (latched, state reset) to the free list.
     fn release_frame(&self, fi: u32, mut g: RwLockWriteGuard<'_, FrameData>) {
         g.state = FrameState::Free;
@@ -358,7 +391,7 @@ impl BufferPool {
         }
         let mut waited: Option<Instant> = None;
         loop {
-            if let Some(fi) = self.free.pop() {
+            if let Some(fi) = self.take_free() {
                 let used = self.used.fetch_add(1, Ordering::AcqRel) + 1;
                 self.counters.peak_used.fetch_max(used, Ordering::Relaxed);
                 if used > self.wake_at() {
@@ -375,7 +408,7 @@ impl BufferPool {
             let t = *waited.get_or_insert_with(Instant::now);
             self.wake_workers();
             // No free frame: evict one ourselves and take it.
-            if let Some(fi) = evict::evict_one(self, pager, self.cfg.frames * 2)? {
+            if let Some(fi) = evict::evict_one(self, pager, self.clock_span() * 2)? {
                 self.counters.app_evictions.fetch_add(1, Ordering::Relaxed);
                 self.counters
                     .app_eviction_ns
@@ -837,6 +870,53 @@ mod tests {
         drop(pool.new_page(&pager, pid).unwrap());
         assert_eq!(pool.used.load(Ordering::SeqCst), 40);
         assert_eq!(wakes(), 1, "not woken past wake_at");
+    }
+
+    /// Frames given back are taken again before frames never used, so a
+    /// cache that holds little keeps its pages in a prefix of the frames,
+    /// and CLOCK laps (`clock_span`) cover that prefix, not the cache.
+    #[test]
+    fn frames_given_back_are_reused_first_and_laps_cover_only_frames_used() {
+        let (pool, pager) = setup(1024);
+        // `setup` cached two pages and evicted them: two frames used once.
+        assert_eq!(pool.clock_span(), 2);
+        for round in 0..50u64 {
+            for pid in 1..=2 {
+                read(&pool, &pager, pid);
+            }
+            while evict(&pool, &pager) {}
+            assert_eq!(pool.clock_span(), 2, "round {round} took a new frame");
+        }
+        // Three more pages at once need a third, fourth and fifth frame.
+        let pages: Vec<_> = (3..=5)
+            .map(|pid| pool.new_page(&pager, pid).unwrap())
+            .collect();
+        drop(pages);
+        for pid in 1..=2 {
+            read(&pool, &pager, pid);
+        }
+        assert_eq!(pool.clock_span(), 5);
+        assert_eq!(pool.used.load(Ordering::SeqCst), 5);
+        // A lap from any hand position visits only those five frames,
+        // not the 1,019 never used.
+        pool.hand.store(700, Ordering::SeqCst);
+        let fi = evict::evict_one(&pool, &pager, 2 * pool.frames.len())
+            .unwrap()
+            .expect("five unreferenced pages to choose from");
+        let visited = pool.hand.load(Ordering::SeqCst) - 700;
+        assert!(visited <= 5, "the hand visited {visited} frames");
+        let g = pool.frames[fi as usize].latch.write();
+        pool.release_frame(fi, g);
+        // Every frame can still be taken: the one just given back first,
+        // the never-used ones after it.
+        let mut taken = Vec::new();
+        while let Some(f) = pool.take_free() {
+            taken.push(f);
+        }
+        assert_eq!(taken.len(), 1024 - 4);
+        assert_eq!(taken[0], fi);
+        assert_eq!(taken[1..], (5..1024).collect::<Vec<u32>>()[..]);
+        assert_eq!(pool.clock_span(), 1024);
     }
 
     /// The background worker cleans a hot dirty page at most once per
