@@ -11,11 +11,12 @@
 //!   a writer or a checkpoint.
 //! * **Victim choice.** CLOCK over the frames: the hand visits each frame
 //!   once per sweep; a referenced page gets a second chance, a latched
-//!   one is skipped without waiting. A frame given back is reused before
-//!   a frame never used, so the frames that have held pages stay a prefix
-//!   of the array, and sweeps stop at its end (`clock_span`): in a cache
-//!   larger than what it holds, a sweep costs what is cached, not the
-//!   cache's size. A page is marked referenced when it is
+//!   one is skipped without waiting. Frames never used are taken only
+//!   while fewer than an eighth of the frames wait, given back, in the
+//!   free queue, so the frames that have held pages stay a prefix of the
+//!   array, and sweeps stop at its end (`clock_span`): in a cache larger
+//!   than what it holds, a sweep costs what is cached, not the cache's
+//!   size. A page is marked referenced when it is
 //!   found already cached, not when it is loaded, so pages touched once
 //!   (the random-insert workload) are evicted on first visit. Work per
 //!   victim is bounded by the sweep, never by the size of the tree.
@@ -119,7 +120,7 @@ pub(crate) struct PoolCounters {
 
 pub(crate) struct BufferPool {
     pub(crate) frames: Box<[Frame]>,
-    /// Frames given back, reused before any frame never used.
+    /// Frames given back (see `take_free`).
     free: ArrayQueue<u32>,
     /// Frames `0..never_used` have been handed out at least once; the
     /// others have never held a page (see `clock_span`).
@@ -337,19 +338,29 @@ impl BufferPool {
         Ok(Some(g))
     }
 
-    /// A frame given back, else the next frame never used, else `None`
-    /// (every frame is in use).
+    /// A free frame, `None` if every frame is in use. A frame given back
+    /// is taken once an eighth of the frames wait in the queue, else the
+    /// next frame never used, else any frame given back. The frames in
+    /// use then stay within the prefix `0..clock_span()`, and a frame
+    /// waits in the queue about as long as it did when every frame
+    /// started there: reused at once, a frame's new page would sit right
+    /// behind the hand, a whole lap away, and the hand would pass more hot
+    /// pages per victim (cache-pressure: 3.3-3.6 frames examined per
+    /// eviction against 2.9).
     fn take_free(&self) -> Option<u32> {
-        if let Some(fi) = self.free.pop() {
-            return Some(fi);
-        }
         let n = self.frames.len();
+        if self.free.len() >= n / 8 {
+            if let Some(fi) = self.free.pop() {
+                return Some(fi);
+            }
+        }
         self.never_used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |x| {
                 (x < n).then_some(x + 1)
             })
             .ok()
             .and_then(|x| u32::try_from(x).ok())
+            .or_else(|| self.free.pop())
     }
 
     /// How many frames a CLOCK lap covers: those handed out at least
@@ -872,51 +883,58 @@ mod tests {
         assert_eq!(wakes(), 1, "not woken past wake_at");
     }
 
-    /// Frames given back are taken again before frames never used, so a
-    /// cache that holds little keeps its pages in a prefix of the frames,
-    /// and CLOCK laps (`clock_span`) cover that prefix, not the cache.
+    /// A cache that holds little keeps its pages in a prefix of the frames:
+    /// frames given back are taken again once an eighth of the frames wait
+    /// in the queue, and CLOCK laps (`clock_span`) cover that prefix, not
+    /// the cache.
     #[test]
-    fn frames_given_back_are_reused_first_and_laps_cover_only_frames_used() {
-        let (pool, pager) = setup(1024);
+    fn frames_given_back_are_reused_and_laps_cover_only_frames_used() {
+        let (pool, pager) = setup(64);
         // `setup` cached two pages and evicted them: two frames used once.
         assert_eq!(pool.clock_span(), 2);
+        // Ten pages at once, with two frames waiting (fewer than 64 / 8):
+        // ten frames never used.
+        let pages: Vec<_> = (3..=12)
+            .map(|pid| {
+                let mut w = pool.new_page(&pager, pid).unwrap();
+                crate::btree::node::init_leaf(w.bytes_mut().unwrap(), pid);
+                w
+            })
+            .collect();
+        drop(pages);
+        while evict(&pool, &pager) {}
+        assert_eq!(pool.clock_span(), 12);
+        // Now twelve wait: pages come and go in those twelve frames.
         for round in 0..50u64 {
-            for pid in 1..=2 {
+            for pid in 1..=4 {
                 read(&pool, &pager, pid);
             }
             while evict(&pool, &pager) {}
-            assert_eq!(pool.clock_span(), 2, "round {round} took a new frame");
+            assert_eq!(pool.clock_span(), 12, "round {round} took a new frame");
         }
-        // Three more pages at once need a third, fourth and fifth frame.
-        let pages: Vec<_> = (3..=5)
-            .map(|pid| pool.new_page(&pager, pid).unwrap())
-            .collect();
-        drop(pages);
+        // A lap from anywhere visits only those twelve frames, not the 52
+        // never used: from hand 12 a lap over all 64 would pass 52 empty
+        // frames before coming back to the two pages.
         for pid in 1..=2 {
             read(&pool, &pager, pid);
         }
-        assert_eq!(pool.clock_span(), 5);
-        assert_eq!(pool.used.load(Ordering::SeqCst), 5);
-        // A lap from any hand position visits only those five frames,
-        // not the 1,019 never used.
-        pool.hand.store(700, Ordering::SeqCst);
+        pool.hand.store(12, Ordering::SeqCst);
         let fi = evict::evict_one(&pool, &pager, 2 * pool.frames.len())
             .unwrap()
-            .expect("five unreferenced pages to choose from");
-        let visited = pool.hand.load(Ordering::SeqCst) - 700;
-        assert!(visited <= 5, "the hand visited {visited} frames");
+            .expect("two unreferenced pages to choose from");
+        let visited = pool.hand.load(Ordering::SeqCst) - 12;
+        assert!(visited <= 12, "the hand visited {visited} frames");
         let g = pool.frames[fi as usize].latch.write();
         pool.release_frame(fi, g);
-        // Every frame can still be taken: the one just given back first,
-        // the never-used ones after it.
+        // Every frame not holding a page can still be taken, once.
         let mut taken = Vec::new();
         while let Some(f) = pool.take_free() {
             taken.push(f);
         }
-        assert_eq!(taken.len(), 1024 - 4);
-        assert_eq!(taken[0], fi);
-        assert_eq!(taken[1..], (5..1024).collect::<Vec<u32>>()[..]);
-        assert_eq!(pool.clock_span(), 1024);
+        taken.sort_unstable();
+        taken.dedup();
+        assert_eq!(taken.len(), 64 - 1);
+        assert_eq!(pool.clock_span(), 64);
     }
 
     /// The background worker cleans a hot dirty page at most once per
