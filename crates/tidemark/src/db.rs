@@ -231,8 +231,9 @@ impl Builder {
         // Frame indices are `u32`, `u32::MAX` meaning none (`NO_FRAME`).
         if frames >= MAX_FRAMES {
             return Err(Error::InvalidOption(format!(
-                "cache_size must be under {} bytes",
-                (MAX_FRAMES as u64) * PAGE_SIZE as u64
+                "cache_size must leave under {} bytes for pages after the {} % version budget",
+                (MAX_FRAMES as u64) * PAGE_SIZE as u64,
+                self.version_budget
             )));
         }
         let pct = |p: u8| frames * usize::from(p) / 100;

@@ -240,6 +240,14 @@ fn options_are_validated() {
             .open(dir.path()),
         Err(Error::InvalidOption(_))
     ));
+    // Frame indices are 32-bit: a cache of 2^32 frames or more (here
+    // 1 PiB) is refused before anything is allocated.
+    assert!(matches!(
+        tidemark::Builder::new()
+            .cache_size(1 << 50)
+            .open(dir.path()),
+        Err(Error::InvalidOption(_))
+    ));
 }
 
 #[test]
