@@ -4,7 +4,7 @@ use std::ops::DerefMut;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{BufferPool, FrameData, FrameState};
+use super::{BufferPool, Content, FrameData, FrameState};
 use crate::error::Result;
 use crate::pagemap::NO_FRAME;
 use crate::pager::{Pager, Pending};
@@ -53,27 +53,45 @@ pub(crate) fn evict_one(
     pager: &Pager,
     max_examine: usize,
 ) -> Result<Option<u32>> {
-    let n = pool.clock_span();
-    for _ in 0..max_examine {
-        let i = pool.hand.fetch_add(1, Ordering::Relaxed) % n;
+    let mut examined = 0;
+    let r = evict_one_counting(pool, pager, max_examine, &mut examined);
+    pool.counters
+        .examined
+        .fetch_add(examined, Ordering::Relaxed);
+    r
+}
+
+/// [`evict_one`], counting the frames examined in `examined` (added to
+/// the shared counter once per call: that counter's cache line is written
+/// by every thread that evicts).
+fn evict_one_counting(
+    pool: &BufferPool,
+    pager: &Pager,
+    max_examine: usize,
+    examined: &mut u64,
+) -> Result<Option<u32>> {
+    for i in Sweep::new(pool, max_examine, 1) {
         let frame = &pool.frames[i];
         // Read first: most frames are not referenced, and a plain load
         // leaves their cache line shared with the readers.
         if frame.referenced.load(Ordering::Relaxed) {
             frame.referenced.store(false, Ordering::Relaxed);
-            pool.counters.examined.fetch_add(1, Ordering::Relaxed);
+            *examined += 1;
             continue;
         }
-        let Some(mut g) = try_page(pool, i) else {
+        if frame.content() == Content::Empty {
+            continue;
+        }
+        let Some(mut g) = try_page(pool, i, examined) else {
             continue;
         };
         if g.dirty {
-            write_counted(pool, pager, &mut g)?;
+            write_counted(pool, pager, i as u32, &mut g)?;
             pool.counters.evicted_dirty.fetch_add(1, Ordering::Relaxed);
         } else {
             pool.counters.evicted_clean.fetch_add(1, Ordering::Relaxed);
         }
-        vacate(pager, &mut g);
+        vacate(pool, pager, i as u32, &mut g);
         return Ok(Some(i as u32));
     }
     Ok(None)
@@ -111,12 +129,40 @@ pub(crate) fn reduce_dirty(
     max_examine: usize,
     paced: Option<Instant>,
 ) -> Result<Relief> {
-    let n = pool.clock_span();
-    for _ in 0..max_examine {
-        let i = pool.hand.fetch_add(1, Ordering::Relaxed) % n;
+    let mut examined = 0;
+    let r = reduce_dirty_counting(pool, pager, max_examine, paced, &mut examined);
+    pool.counters
+        .examined
+        .fetch_add(examined, Ordering::Relaxed);
+    r
+}
+
+/// [`reduce_dirty`], counting the frames examined in `examined`.
+fn reduce_dirty_counting(
+    pool: &BufferPool,
+    pager: &Pager,
+    max_examine: usize,
+    paced: Option<Instant>,
+    examined: &mut u64,
+) -> Result<Relief> {
+    for i in Sweep::new(pool, max_examine, SWEEP_BATCH) {
         let frame = &pool.frames[i];
         let referenced = frame.referenced.load(Ordering::Relaxed);
-        let Some(mut g) = try_page(pool, i) else {
+        let content = frame.content();
+        if content != Content::Dirty {
+            // Nothing to write: the hand ages the frame and goes on
+            // without its latch. Most frames are clean when the dirty
+            // pages are a twentieth of the cache, and latching each one
+            // made this sweep a tenth of a random-insert load's CPU.
+            if content == Content::Clean {
+                *examined += 1;
+            }
+            if referenced {
+                frame.referenced.store(false, Ordering::Relaxed);
+            }
+            continue;
+        }
+        let Some(mut g) = try_page(pool, i, examined) else {
             if referenced {
                 frame.referenced.store(false, Ordering::Relaxed);
             }
@@ -138,54 +184,152 @@ pub(crate) fn reduce_dirty(
         if !g.dirty {
             continue;
         }
-        write_counted(pool, pager, &mut g)?;
+        write_counted(pool, pager, i as u32, &mut g)?;
         if referenced {
             g.cleaned = Some((g.pid, paced.unwrap_or_else(Instant::now)));
             pool.counters.cleaned.fetch_add(1, Ordering::Relaxed);
             return Ok(Relief::Cleaned);
         }
         pool.counters.evicted_dirty.fetch_add(1, Ordering::Relaxed);
-        vacate(pager, &mut g);
+        vacate(pool, pager, i as u32, &mut g);
         return Ok(Relief::Evicted(i as u32));
     }
     Ok(Relief::Nothing)
 }
 
+/// Frames the sweep for dirty pages takes from the shared CLOCK hand at a
+/// time. The worker and application threads over the dirty trigger sweep
+/// at once, and one atomic add per frame on the hand's cache line, moving
+/// between the cores, was half of the sweep's time in a random-insert
+/// load. Positions a sweep claimed but did not reach are kept for the
+/// thread's next sweep of the same pool ([`CLAIMED`]), so every position
+/// the hand passes is still visited, in order: a sweep that dropped them
+/// left those frames unaged, and in cache-pressure eviction then examined
+/// 8.4 frames per page evicted instead of 2.8.
+const SWEEP_BATCH: usize = 16;
+
+thread_local! {
+    /// Hand positions this thread claimed and has not visited: the pool
+    /// (its address), the next position and how many follow it.
+    static CLAIMED: std::cell::Cell<(usize, usize, usize)> =
+        const { std::cell::Cell::new((0, 0, 0)) };
+}
+
+/// The frames one sweep visits: up to `max_examine` positions of the
+/// CLOCK hand over `0..clock_span()`, claimed from the shared hand `batch`
+/// at a time (with `batch` over 1, first those the thread claimed before
+/// and did not reach).
+struct Sweep<'a> {
+    pool: &'a BufferPool,
+    span: usize,
+    batch: usize,
+    /// Positions this sweep may still visit.
+    left: usize,
+    /// The next claimed position, and how many claimed ones remain.
+    next: usize,
+    in_batch: usize,
+}
+
+impl<'a> Sweep<'a> {
+    fn new(pool: &'a BufferPool, max_examine: usize, batch: usize) -> Self {
+        let span = pool.clock_span();
+        let (next, in_batch) = match CLAIMED.with(|c| c.replace((0, 0, 0))) {
+            // The span only grows, so positions claimed under it are
+            // frames still; the check guards a pool dropped and another
+            // allocated at its address.
+            (at, next, n) if batch > 1 && at == pool_id(pool) && next < span => (next, n),
+            _ => (0, 0),
+        };
+        Sweep {
+            pool,
+            span,
+            batch: batch.max(1),
+            left: max_examine,
+            next,
+            in_batch,
+        }
+    }
+}
+
+fn pool_id(pool: &BufferPool) -> usize {
+    std::ptr::from_ref(pool) as usize
+}
+
+impl Iterator for Sweep<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if self.left == 0 {
+            return None;
+        }
+        if self.in_batch == 0 {
+            let b = self.left.min(self.batch);
+            self.in_batch = b;
+            self.next = self.pool.hand.fetch_add(b, Ordering::Relaxed) % self.span;
+        }
+        let i = self.next;
+        self.left -= 1;
+        self.in_batch -= 1;
+        self.next = if i + 1 == self.span { 0 } else { i + 1 };
+        Some(i)
+    }
+}
+
+impl Drop for Sweep<'_> {
+    fn drop(&mut self) {
+        if self.batch > 1 && self.in_batch > 0 {
+            let kept = (pool_id(self.pool), self.next, self.in_batch);
+            CLAIMED.with(|c| c.set(kept));
+        }
+    }
+}
+
 /// Latches frame `i` without waiting and returns it if it holds a page.
-/// Counts it as examined if it holds a page or could not be latched.
-fn try_page(pool: &BufferPool, i: usize) -> Option<impl DerefMut<Target = FrameData> + '_> {
+/// Counts it in `examined` if it holds a page or could not be latched.
+fn try_page<'a>(
+    pool: &'a BufferPool,
+    i: usize,
+    examined: &mut u64,
+) -> Option<impl DerefMut<Target = FrameData> + 'a> {
     let Some(g) = pool.frames[i].latch.try_write() else {
-        pool.counters.examined.fetch_add(1, Ordering::Relaxed);
+        *examined += 1;
         return None;
     };
     if g.state != FrameState::Page {
         return None;
     }
-    pool.counters.examined.fetch_add(1, Ordering::Relaxed);
+    *examined += 1;
     Some(g)
 }
 
 /// [`write_out`], counting a failure in `eviction_errors`.
-fn write_counted(pool: &BufferPool, pager: &Pager, g: &mut FrameData) -> Result<()> {
-    write_out(pool, pager, g).inspect_err(|_| {
+fn write_counted(pool: &BufferPool, pager: &Pager, fi: u32, g: &mut FrameData) -> Result<()> {
+    write_out(pool, pager, fi, g).inspect_err(|_| {
         pool.counters
             .eviction_errors
             .fetch_add(1, Ordering::Relaxed);
     })
 }
 
-/// Unmaps the page latched in `g` and marks its frame free (the frame
-/// stays counted as used until the caller takes or releases it).
-fn vacate(pager: &Pager, g: &mut FrameData) {
+/// Unmaps the page latched in `g` (frame `fi`) and marks the frame free
+/// (it stays counted as used until the caller takes or releases it).
+fn vacate(pool: &BufferPool, pager: &Pager, fi: u32, g: &mut FrameData) {
     pager.map.set_frame(g.pid, NO_FRAME);
     g.state = FrameState::Free;
     g.pid = 0;
+    pool.frames[fi as usize].set_content(Content::Empty);
 }
 
 /// Writes a dirty page to a new block and maps it there (copy-on-write:
 /// the block it came from is never overwritten). If the page still holds
 /// content owed to the running checkpoint, the checkpoint adopts this block.
-pub(crate) fn write_out(pool: &BufferPool, pager: &Pager, g: &mut FrameData) -> Result<()> {
+/// `g` is frame `fi`, latched exclusively.
+pub(crate) fn write_out(
+    pool: &BufferPool,
+    pager: &Pager,
+    fi: u32,
+    g: &mut FrameData,
+) -> Result<()> {
     debug_assert!(g.dirty && g.state == FrameState::Page);
     let b = pager.write_new_block(&mut g.buf, true)?;
     let mut st = pager.state.lock();
@@ -199,6 +343,7 @@ pub(crate) fn write_out(pool: &BufferPool, pager: &Pager, g: &mut FrameData) -> 
     pager.set_mapping_locked(&mut st, g.pid, b, owed);
     drop(st);
     g.dirty = false;
+    pool.frames[fi as usize].set_content(Content::Clean);
     pool.dirty.fetch_sub(1, Ordering::AcqRel);
     Ok(())
 }
