@@ -35,8 +35,9 @@ use parking_lot::{Condvar, Mutex};
 
 // The latches are loom's under `cfg(loom)` (see `loom_tests`): the
 // protocol between lookups, loads and eviction is model-checked on this
-// code. Counters and the CLOCK hand stay plain atomics: no decision of the
-// protocol depends on them.
+// code. Counters, the CLOCK hand and each frame's recorded content stay
+// plain atomics: no decision of the protocol depends on them (see
+// `Frame::content` for how the models treat the content).
 use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::error::{Error, Result};
@@ -105,7 +106,23 @@ pub(crate) enum Content {
 impl Frame {
     /// What the frame held when its exclusive latch was last released
     /// (see [`Frame::content`]).
+    ///
+    /// Under loom every frame reads as dirty, so eviction and the sweep
+    /// try every frame's latch as they did before contents were recorded:
+    /// passing a frame by its content is the same as failing to latch it,
+    /// which the models explore, and the models keep the interleavings of
+    /// those latch attempts (the page-latch models check about 83,000
+    /// executions each; passing frames by content under loom left 289 and
+    /// 7,382). The unit tests check the contents themselves.
     pub(crate) fn content(&self) -> Content {
+        if cfg!(loom) {
+            return Content::Dirty;
+        }
+        self.recorded()
+    }
+
+    /// The content last recorded (see [`Frame::content`]).
+    fn recorded(&self) -> Content {
         match self.content.load(Ordering::Relaxed) {
             1 => Content::Clean,
             2 => Content::Dirty,
@@ -751,7 +768,7 @@ mod testkit {
                 _ => Content::Empty,
             };
             assert_eq!(
-                f.content(),
+                f.recorded(),
                 want,
                 "frame {i} ({:?}, page {}, dirty {}) records the wrong content",
                 g.state,
@@ -786,8 +803,6 @@ mod testkit {
 mod loom_tests {
     use super::testkit::{bump, evict, read, setup};
     use super::*;
-    use crate::page;
-    use loom::sync::Arc;
 
     /// After the threads: each page is in at most one frame, and reads
     /// back with every version bump (none lost to an eviction or reload).
