@@ -315,9 +315,7 @@ fn capture(e: &Engine, pid: u64, n: u64, buf: &mut [u8]) -> Result<Option<u64>> 
             && g.modcount == modcount
         {
             // Unchanged since the capture: the page is clean at `b`.
-            g.dirty = false;
-            frame.set_content(crate::cache::Content::Clean);
-            e.pool.dirty.fetch_sub(1, Ordering::AcqRel);
+            e.pool.mark_clean(f, &mut g);
             let old = e.pager.map.swap_block(pid, b);
             if old != pagemap::NO_BLOCK {
                 e.pager.alloc.free(old, n);

@@ -351,9 +351,7 @@ pub(crate) fn write_out(
     }
     pager.set_mapping_locked(&mut st, g.pid, b, owed);
     drop(st);
-    g.dirty = false;
-    pool.frames[fi as usize].set_content(Content::Clean);
-    pool.dirty.fetch_sub(1, Ordering::AcqRel);
+    pool.mark_clean(fi, g);
     Ok(())
 }
 

@@ -96,7 +96,7 @@ pub(crate) struct Frame {
 /// What a frame holds, as [`Frame::content`] records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum Content {
+enum Content {
     /// Free, or a checkpoint's shadow copy: nothing the sweep evicts.
     Empty = 0,
     Clean = 1,
@@ -105,7 +105,7 @@ pub(crate) enum Content {
 
 impl Frame {
     /// What the frame held when its exclusive latch was last released
-    /// (see [`Frame::content`]).
+    /// (the `content` field says how stale this may be).
     ///
     /// Under loom every frame reads as dirty, so eviction and the sweep
     /// try every frame's latch as they did before contents were recorded:
@@ -114,14 +114,14 @@ impl Frame {
     /// those latch attempts (the page-latch models check about 83,000
     /// executions each; passing frames by content under loom left 289 and
     /// 7,382). The unit tests check the contents themselves.
-    pub(crate) fn content(&self) -> Content {
+    fn content(&self) -> Content {
         if cfg!(loom) {
             return Content::Dirty;
         }
         self.recorded()
     }
 
-    /// The content last recorded (see [`Frame::content`]).
+    /// The content last recorded, under loom too.
     fn recorded(&self) -> Content {
         match self.content.load(Ordering::Relaxed) {
             1 => Content::Clean,
@@ -131,7 +131,7 @@ impl Frame {
     }
 
     /// Records what the frame holds; called with its exclusive latch held.
-    pub(crate) fn set_content(&self, c: Content) {
+    fn set_content(&self, c: Content) {
         self.content.store(c as u8, Ordering::Relaxed);
     }
 
@@ -353,11 +353,7 @@ impl BufferPool {
             self.release_frame(fi, g);
             return Err(Error::corruption(pid, "new page id is already cached"));
         }
-        g.state = FrameState::Page;
-        g.pid = pid;
-        g.dirty = false;
-        g.modcount = 0;
-        self.frames[fi as usize].set_content(Content::Clean);
+        self.occupy(fi, &mut g, pid);
         let mut w = PageWrite {
             g,
             fi,
@@ -381,11 +377,7 @@ impl BufferPool {
             self.release_frame(fi, g);
             return Ok(None);
         }
-        g.state = FrameState::Page;
-        g.pid = pid;
-        g.dirty = false;
-        g.modcount = 0;
-        self.frames[fi as usize].set_content(Content::Clean);
+        self.occupy(fi, &mut g, pid);
         if let Err(e) = pager.read_page(pid, &mut g.buf, &[PageKind::Leaf, PageKind::Branch]) {
             pager.map.set_frame(pid, NO_FRAME);
             self.release_frame(fi, g);
@@ -395,6 +387,25 @@ impl BufferPool {
             .referenced
             .store(false, Ordering::Relaxed);
         Ok(Some((fi, g)))
+    }
+
+    /// Makes frame `fi` (latched exclusively in `g`, its page id claimed)
+    /// hold page `pid`, clean.
+    fn occupy(&self, fi: u32, g: &mut FrameData, pid: u64) {
+        g.state = FrameState::Page;
+        g.pid = pid;
+        g.dirty = false;
+        g.modcount = 0;
+        self.frames[fi as usize].set_content(Content::Clean);
+    }
+
+    /// Marks the dirty page of frame `fi` (latched exclusively in `g`)
+    /// clean: its content is now at its block.
+    pub(crate) fn mark_clean(&self, fi: u32, g: &mut FrameData) {
+        debug_assert!(g.dirty);
+        g.dirty = false;
+        self.frames[fi as usize].set_content(Content::Clean);
+        self.dirty.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// A free frame, `None` if every frame is in use. A frame given back
