@@ -456,8 +456,10 @@ fn charts(samples: &[Sample]) -> Result<Vec<(String, String)>, Error> {
                 series("log written", r("log_bytes_written", MIB)),
                 series(
                     "data file read",
-                    rate(samples, t0, MIB, |s| {
-                        s.get("pages_read") * tidemark::PAGE_SIZE as f64
+                    // Logs written before `bytes_read` existed count pages.
+                    rate(samples, t0, MIB, |s| match s.fields.get("bytes_read") {
+                        Some(&b) => b,
+                        None => s.get("pages_read") * tidemark::PAGE_SIZE as f64,
                     }),
                 ),
             ],

@@ -174,6 +174,63 @@ struct OsFile {
     file: File,
 }
 
+/// A data file in memory, for unit tests; it logs the reads made of it.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct MemFile {
+    bytes: std::sync::Mutex<Vec<u8>>,
+    /// Offset and length of every read, in order.
+    pub(crate) reads: std::sync::Mutex<Vec<(u64, usize)>>,
+}
+
+#[cfg(test)]
+impl MemFile {
+    /// The bytes at `offset..offset + len` (zero past the end).
+    pub(crate) fn bytes(&self, offset: u64, len: usize) -> Vec<u8> {
+        let v = self.bytes.lock().unwrap();
+        (0..len)
+            .map(|i| v.get(offset as usize + i).copied().unwrap_or(0))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+impl FileIo for MemFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.reads.lock().unwrap().push((offset, buf.len()));
+        let v = self.bytes.lock().unwrap();
+        let o = offset as usize;
+        if o + buf.len() > v.len() {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.copy_from_slice(&v[o..o + buf.len()]);
+        Ok(())
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut v = self.bytes.lock().unwrap();
+        let end = offset as usize + buf.len();
+        if v.len() < end {
+            v.resize(end, 0);
+        }
+        v[offset as usize..end].copy_from_slice(buf);
+        Ok(())
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.bytes.lock().unwrap().len() as u64)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.bytes.lock().unwrap().resize(len as usize, 0);
+        Ok(())
+    }
+    // No preallocation: the file grows by the blocks written.
+    fn preallocate(&self, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 impl FileIo for OsFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         FileExt::read_exact_at(&self.file, buf, offset)

@@ -138,6 +138,9 @@ pub struct Stats {
     pub pages_written: u64,
     /// Bytes written to the data file, meta pages excluded.
     pub bytes_written: u64,
+    /// Bytes read from the data file for pages: a node page stored packed
+    /// is read without its free gap once its block's length is known.
+    pub bytes_read: u64,
     /// Clean pages evicted.
     pub pages_evicted_clean: u64,
     /// Dirty pages evicted (each written to a new block first).
@@ -299,6 +302,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         pages_read: ld(&e.pager.counters.pages_read),
         pages_written: ld(&e.pager.counters.pages_written),
         bytes_written: ld(&e.pager.counters.bytes_written),
+        bytes_read: ld(&e.pager.counters.bytes_read),
         pages_evicted_clean: ld(&p.evicted_clean),
         pages_evicted_dirty: ld(&p.evicted_dirty),
         pages_cleaned: ld(&p.cleaned),
@@ -385,6 +389,7 @@ impl Stats {
             ("pages_read", self.pages_read),
             ("pages_written", self.pages_written),
             ("bytes_written", self.bytes_written),
+            ("bytes_read", self.bytes_read),
             ("pages_evicted_clean", self.pages_evicted_clean),
             ("pages_evicted_dirty", self.pages_evicted_dirty),
             ("pages_cleaned", self.pages_cleaned),

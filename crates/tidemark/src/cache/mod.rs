@@ -677,44 +677,6 @@ mod testkit {
     #[cfg(not(loom))]
     use std::sync::Arc;
 
-    /// The data file in memory.
-    pub(super) struct MemFile(std::sync::Mutex<Vec<u8>>);
-
-    impl FileIo for MemFile {
-        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-            let v = self.0.lock().unwrap();
-            let o = offset as usize;
-            if o + buf.len() > v.len() {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-            buf.copy_from_slice(&v[o..o + buf.len()]);
-            Ok(())
-        }
-        fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-            let mut v = self.0.lock().unwrap();
-            let end = offset as usize + buf.len();
-            if v.len() < end {
-                v.resize(end, 0);
-            }
-            v[offset as usize..end].copy_from_slice(buf);
-            Ok(())
-        }
-        fn sync_data(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn len(&self) -> std::io::Result<u64> {
-            Ok(self.0.lock().unwrap().len() as u64)
-        }
-        fn set_len(&self, len: u64) -> std::io::Result<()> {
-            self.0.lock().unwrap().resize(len as usize, 0);
-            Ok(())
-        }
-        // No preallocation: the file grows by the blocks written.
-        fn preallocate(&self, _len: u64) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     /// A pool of `frames` frames over pages 1 and 2, both written to the
     /// data file (version 0 in their `aux` field) and evicted.
     pub(super) fn setup(frames: usize) -> (Arc<BufferPool>, Arc<Pager>) {
@@ -729,7 +691,7 @@ mod testkit {
 
     /// [`setup`] with the pool's configuration given.
     pub(super) fn setup_cfg(cfg: PoolConfig) -> (Arc<BufferPool>, Arc<Pager>) {
-        let file = std::sync::Arc::new(MemFile(std::sync::Mutex::new(Vec::new())));
+        let file = std::sync::Arc::new(crate::io::MemFile::default());
         let alloc = BlockAlloc::new(std::iter::empty()).expect("no blocks used yet");
         let pager = Arc::new(Pager::new(file, PageMap::new(), alloc, 1, 3, Vec::new()));
         let pool = Arc::new(BufferPool::new(cfg));
