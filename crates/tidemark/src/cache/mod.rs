@@ -669,7 +669,6 @@ mod testkit {
     use super::*;
     use crate::alloc::BlockAlloc;
     use crate::btree::node;
-    use crate::io::FileIo;
     use crate::page;
     use crate::pagemap::PageMap;
     #[cfg(loom)]
