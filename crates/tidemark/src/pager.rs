@@ -85,11 +85,18 @@ const LENS_CHUNK_BLOCKS: u64 = 1 << 16;
 /// read whole.
 const LENS_CHUNKS: usize = 1 << 12;
 
-/// How many bytes each block of the data file holds, as last written or
-/// read by this process, in [`page::IMAGE_ALIGN`] units (0: not known).
-/// A node page is stored packed, often in 8 or 12 KiB of its 16 KiB block,
-/// and a read that takes only those bytes copies a quarter to a half less
-/// from the operating system's cache. The lengths are only a guess at how
+/// Unit of [`StoredLens`], in bytes: a page is 64 of them, so a length fits
+/// a byte.
+const LEN_UNIT: usize = 256;
+const _: () = assert!(PAGE_SIZE / LEN_UNIT <= u8::MAX as usize && LEN_UNIT > page::HEADER_SIZE);
+
+/// How many bytes of each block of the data file hold its page, as last
+/// written or read by this process, in [`LEN_UNIT`]s (0: not known). A
+/// node page is stored packed, in its image's length padded to 4 KiB (for
+/// writes), and a leaf two thirds full has an image of about 11 KiB: a read
+/// of only the image copies a third less from the operating system's
+/// cache than one of the whole block. Reads need no padding, so the
+/// lengths are kept finer than the writes' 4 KiB. The lengths are only a guess at how
 /// much to read first: the page's header, read with them, says how long
 /// the stored page is, and the rest is read when it is longer (a whole
 /// page, or a block rewritten by a path that did not record it), so a
@@ -121,31 +128,29 @@ impl StoredLens {
         lens.get((block % LENS_CHUNK_BLOCKS) as usize)
     }
 
-    /// Bytes `block` was last known to hold (0 if not known).
+    /// Bytes of `block` known to hold its page, rounded up to a
+    /// [`LEN_UNIT`] (0 if not known).
     fn get(&self, block: u64) -> usize {
-        self.slot(block, false).map_or(0, |l| {
-            usize::from(l.load(Ordering::Relaxed)) * page::IMAGE_ALIGN
-        })
+        self.slot(block, false)
+            .map_or(0, |l| usize::from(l.load(Ordering::Relaxed)) * LEN_UNIT)
     }
 
-    /// Records that `block` now holds `len` bytes (a multiple of
-    /// [`page::IMAGE_ALIGN`], at most a page).
+    /// Records that the page in `block` takes its first `len` bytes.
     fn set(&self, block: u64, len: usize) {
-        let units = len
-            .div_ceil(page::IMAGE_ALIGN)
-            .min(PAGE_SIZE / page::IMAGE_ALIGN);
+        let units = len.div_ceil(LEN_UNIT).min(PAGE_SIZE / LEN_UNIT);
         if let Some(l) = self.slot(block, true) {
-            // At most PAGE_SIZE / IMAGE_ALIGN (4): fits a byte.
+            // At most PAGE_SIZE / LEN_UNIT: fits a byte (asserted above).
             l.store(units as u8, Ordering::Relaxed);
         }
     }
 }
 
-/// Bytes the page in `buf` (checked) occupies in its block.
+/// Bytes of its block the page in `buf` (as read or sealed) takes: the
+/// image of a packed page, else the whole block.
 fn stored_len(buf: &[u8]) -> usize {
     match page::image(buf) {
         0 => PAGE_SIZE,
-        image => image.next_multiple_of(page::IMAGE_ALIGN),
+        image => image,
     }
 }
 
@@ -382,7 +387,7 @@ impl Pager {
             ));
         }
         let known = self.stored.get(block);
-        let read = if (page::IMAGE_ALIGN..PAGE_SIZE).contains(&known) {
+        let read = if (1..PAGE_SIZE).contains(&known) {
             self.read_stored(block, buf, known)?
         } else {
             None
@@ -626,21 +631,26 @@ impl Pager {
                 .take()
                 .unwrap_or_else(|| vec![0u8; PAGE_SIZE].into_boxed_slice());
             let len = node::pack(buf, &mut image);
-            let r = self.file.write_all_at(&image[..len], at).map(|()| len);
+            let stored = stored_len(&image);
+            let r = self
+                .file
+                .write_all_at(&image[..len], at)
+                .map(|()| (len, stored));
             PACKED.set(Some(image));
             r
         } else {
             page::seal(buf);
-            self.file.write_all_at(buf, at).map(|()| PAGE_SIZE)
+            let r = self.file.write_all_at(buf, at);
+            r.map(|()| (PAGE_SIZE, PAGE_SIZE))
         };
-        let written = match written {
+        let (written, stored) = match written {
             Ok(n) => n,
             Err(e) => {
                 self.alloc.free(b, self.epoch.load(Ordering::Acquire));
                 return Err(e.into());
             }
         };
-        self.stored.set(b, written);
+        self.stored.set(b, stored);
         self.counters.pages_written.fetch_add(1, Ordering::Relaxed);
         self.counters
             .bytes_written
@@ -821,6 +831,14 @@ mod tests {
         buf
     }
 
+    /// The bytes a read of `page`, stored packed, takes once its length
+    /// is known: the image, rounded up to a [`LEN_UNIT`].
+    fn image_read(page: &[u8]) -> usize {
+        let mut image = vec![0u8; PAGE_SIZE];
+        node::pack(page, &mut image);
+        page::image(&image).next_multiple_of(LEN_UNIT)
+    }
+
     fn take_reads(f: &crate::io::MemFile) -> Vec<(u64, usize)> {
         std::mem::take(&mut *f.reads.lock().unwrap())
     }
@@ -837,9 +855,14 @@ mod tests {
         // The frame read into holds another page's bytes.
         let mut buf = vec![0xAA; PAGE_SIZE];
         p.read_page(5, &mut buf, &[PageKind::Leaf]).unwrap();
-        assert_eq!(take_reads(&f), vec![(at, 4096)]);
+        let first = image_read(&small);
+        assert_eq!(
+            first, 3584,
+            "30 cells of 117 bytes, their slots, the header"
+        );
+        assert_eq!(take_reads(&f), vec![(at, first)]);
         assert_eq!(buf[page::HEADER_SIZE..], small[page::HEADER_SIZE..]);
-        assert_eq!(p.counters.bytes_read.load(Ordering::Relaxed), 4096);
+        assert_eq!(p.counters.bytes_read.load(Ordering::Relaxed), first as u64);
 
         // The block rewritten behind the pager's back with a fuller page:
         // the first read is short, the header asks for the rest.
@@ -852,12 +875,12 @@ mod tests {
         p.read_page(5, &mut buf, &[PageKind::Leaf]).unwrap();
         assert_eq!(
             take_reads(&f),
-            vec![(at, 4096), (at + 4096, PAGE_SIZE - 4096)]
+            vec![(at, first), (at + first as u64, PAGE_SIZE - first)]
         );
         assert_eq!(buf[page::HEADER_SIZE..], full[page::HEADER_SIZE..]);
         // ... and the length it found is used next time.
         p.read_page(5, &mut buf, &[PageKind::Leaf]).unwrap();
-        assert_eq!(take_reads(&f), vec![(at, len)]);
+        assert_eq!(take_reads(&f), vec![(at, image_read(&full))]);
         assert_eq!(buf[page::HEADER_SIZE..], full[page::HEADER_SIZE..]);
 
         // A flipped byte inside the image is corruption; the bytes of the
@@ -871,7 +894,7 @@ mod tests {
         let e = p.read_page(5, &mut buf, &[PageKind::Leaf]).unwrap_err();
         assert!(matches!(e, Error::Corruption { page: 5, .. }), "{e}");
         flip(8000);
-        flip(len as u64 + 100);
+        flip(image_read(&full) as u64 + 100);
         p.read_page(5, &mut buf, &[PageKind::Leaf]).unwrap();
         assert_eq!(buf[page::HEADER_SIZE..], full[page::HEADER_SIZE..]);
     }
@@ -892,7 +915,8 @@ mod tests {
             p.read_page(7, &mut buf, &[PageKind::Leaf]).unwrap();
             assert_eq!(buf[page::HEADER_SIZE..], leaf(7, 40)[page::HEADER_SIZE..]);
         }
-        assert_eq!(take_reads(&f), vec![(at, PAGE_SIZE), (at, 2 * 4096)]);
+        let second = (at, image_read(&leaf(7, 40)));
+        assert_eq!(take_reads(&f), vec![(at, PAGE_SIZE), second]);
     }
 
     #[test]
@@ -914,7 +938,11 @@ mod tests {
         p.read_page(9, &mut buf, &[PageKind::Leaf]).unwrap();
         assert_eq!(buf[page::HEADER_SIZE..], full[page::HEADER_SIZE..]);
         let reads = take_reads(&f);
-        assert_eq!(reads[..2], [(at, 4096), (at + 4096, PAGE_SIZE - 4096)]);
+        let first = image_read(&leaf(9, 30));
+        assert_eq!(
+            reads[..2],
+            [(at, first), (at + first as u64, PAGE_SIZE - first)]
+        );
         assert_eq!(reads.last(), Some(&(at, len)));
     }
 }
