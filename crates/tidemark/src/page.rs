@@ -204,6 +204,28 @@ pub(crate) fn check(buf: &[u8], want_kind: &[PageKind], want_id: u64, page: u64)
             format!("checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"),
         ));
     }
+    check_fields(buf, want_kind, want_id, page)
+}
+
+/// Whether `stored`, the first bytes of a block, is exactly a packed node
+/// image: its `image` field is its length and its checksum matches. A
+/// reader that knows a block's image length reads only that and checks it
+/// with this; any other outcome sends it to a whole read and [`check`].
+pub(crate) fn image_intact(stored: &[u8]) -> bool {
+    stored.len() > HEADER_SIZE
+        && image(stored) == stored.len()
+        && get_u32(stored, CHECKSUM_OFFSET) == crc32c::crc32c(&stored[KIND_OFFSET..])
+}
+
+/// The checks of [`check`] after the checksum: kind, packing, id. `buf`
+/// starts with the page's header as stored.
+pub(crate) fn check_fields(
+    buf: &[u8],
+    want_kind: &[PageKind],
+    want_id: u64,
+    page: u64,
+) -> Result<()> {
+    let image = image(buf);
     let k = kind(buf).ok_or_else(|| {
         Error::corruption(page, format!("unknown page kind {}", buf[KIND_OFFSET]))
     })?;

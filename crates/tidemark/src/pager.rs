@@ -9,7 +9,7 @@
 //! content for it (see `cache` and `checkpoint`).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -78,33 +78,29 @@ pub(crate) struct EpochState {
     pub(crate) running: Option<Running>,
 }
 
-/// Blocks per chunk of [`StoredLens`] (1 GiB of data file, 64 KiB of
+/// Blocks per chunk of [`StoredLens`] (1 GiB of data file, 128 KiB of
 /// lengths).
 const LENS_CHUNK_BLOCKS: u64 = 1 << 16;
 /// Chunks [`StoredLens`] can hold: files up to 4 TiB; blocks past that are
 /// read whole.
 const LENS_CHUNKS: usize = 1 << 12;
+const _: () = assert!(PAGE_SIZE <= u16::MAX as usize);
 
-/// Unit of [`StoredLens`], in bytes: a page is 64 of them, so a length fits
-/// a byte.
-const LEN_UNIT: usize = 256;
-const _: () = assert!(PAGE_SIZE / LEN_UNIT <= u8::MAX as usize && LEN_UNIT > page::HEADER_SIZE);
-
-/// How many bytes of each block of the data file hold its page, as last
-/// written or read by this process, in [`LEN_UNIT`]s (0: not known). A
-/// node page is stored packed, in its image's length padded to 4 KiB (for
-/// writes), and a leaf two thirds full has an image of about 11 KiB: a read
-/// of only the image copies a third less from the operating system's
-/// cache than one of the whole block. Reads need no padding, so the
-/// lengths are kept finer than the writes' 4 KiB. The lengths are only a guess at how
-/// much to read first: the page's header, read with them, says how long
-/// the stored page is, and the rest is read when it is longer (a whole
-/// page, or a block rewritten by a path that did not record it), so a
-/// wrong or stale length costs a second read, never a wrong page. One
-/// byte per block of file, allocated a gigabyte of file at a time as
-/// blocks are used: outside `cache_size`, 1/16,384 of the file.
+/// How many bytes of each block of the data file hold its page, exactly, as
+/// last written or read by this process (0: not known). A node page is
+/// stored packed, and a leaf two thirds full has an image of about 11 KiB:
+/// a read of only the image copies a third less from the operating
+/// system's cache than one of the whole block, and read into the end of
+/// the frame it puts every cell where the unpacked page keeps it
+/// ([`node::unpack_tail`]). The length is only what to try: the image read
+/// must hold that same length in its header and a matching checksum, or
+/// the block is read whole and checked as any other (a block written
+/// before this open, or rewritten without a record), so a wrong length
+/// costs a second read, never a wrong page. Two bytes per block of file,
+/// allocated a gigabyte of file at a time as blocks are used: outside
+/// `cache_size`, 1/8,192 of the file.
 struct StoredLens {
-    chunks: Box<[OnceLock<Box<[AtomicU8]>>]>,
+    chunks: Box<[OnceLock<Box<[AtomicU16]>>]>,
 }
 
 impl StoredLens {
@@ -114,12 +110,12 @@ impl StoredLens {
         }
     }
 
-    fn slot(&self, block: u64, create: bool) -> Option<&AtomicU8> {
+    fn slot(&self, block: u64, create: bool) -> Option<&AtomicU16> {
         let chunk = self
             .chunks
             .get(usize::try_from(block / LENS_CHUNK_BLOCKS).ok()?)?;
         let lens = if create {
-            chunk.get_or_init(|| (0..LENS_CHUNK_BLOCKS).map(|_| AtomicU8::new(0)).collect())
+            chunk.get_or_init(|| (0..LENS_CHUNK_BLOCKS).map(|_| AtomicU16::new(0)).collect())
         } else {
             chunk.get()?
         };
@@ -128,19 +124,17 @@ impl StoredLens {
         lens.get((block % LENS_CHUNK_BLOCKS) as usize)
     }
 
-    /// Bytes of `block` known to hold its page, rounded up to a
-    /// [`LEN_UNIT`] (0 if not known).
+    /// Bytes of `block` known to hold its page (0 if not known).
     fn get(&self, block: u64) -> usize {
         self.slot(block, false)
-            .map_or(0, |l| usize::from(l.load(Ordering::Relaxed)) * LEN_UNIT)
+            .map_or(0, |l| usize::from(l.load(Ordering::Relaxed)))
     }
 
     /// Records that the page in `block` takes its first `len` bytes.
     fn set(&self, block: u64, len: usize) {
-        let units = len.div_ceil(LEN_UNIT).min(PAGE_SIZE / LEN_UNIT);
         if let Some(l) = self.slot(block, true) {
-            // At most PAGE_SIZE / LEN_UNIT: fits a byte (asserted above).
-            l.store(units as u8, Ordering::Relaxed);
+            // At most PAGE_SIZE, which fits (asserted above).
+            l.store(len.min(PAGE_SIZE) as u16, Ordering::Relaxed);
         }
     }
 }
@@ -387,58 +381,60 @@ impl Pager {
             ));
         }
         let known = self.stored.get(block);
-        let read = if (1..PAGE_SIZE).contains(&known) {
-            self.read_stored(block, buf, known)?
-        } else {
-            None
-        };
-        let read = match read {
-            Some(n) => n,
-            None => {
-                self.read_block(block, buf, pid)?;
-                PAGE_SIZE
+        let mut read = 0;
+        let mut laid_out = false;
+        if (1..PAGE_SIZE).contains(&known) {
+            read += known;
+            laid_out = self.read_packed(block, pid, buf, known, kinds)?;
+        }
+        if !laid_out {
+            self.read_block(block, buf, pid)?;
+            read += PAGE_SIZE;
+            page::check(buf, kinds, pid, pid)?;
+            self.stored.set(block, stored_len(buf));
+            if matches!(page::kind(buf), Some(PageKind::Leaf | PageKind::Branch)) {
+                node::unpack(buf).map_err(|r| Error::corruption(pid, r))?;
             }
-        };
-        page::check(buf, kinds, pid, pid)?;
-        self.stored.set(block, stored_len(buf));
+        }
         self.counters
             .bytes_read
             .fetch_add(read as u64, Ordering::Relaxed);
         if matches!(page::kind(buf), Some(PageKind::Leaf | PageKind::Branch)) {
-            node::unpack(buf).map_err(|r| Error::corruption(pid, r))?;
             node::validate(buf).map_err(|r| Error::corruption(pid, r))?;
         }
         self.counters.pages_read.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Reads the first `known` bytes of `block` (what it was last known to
-    /// hold), then the rest of it if the header read says the page is
-    /// longer. Returns the bytes read, or `None` when the file ends inside
-    /// the block (the caller reads it with [`Pager::read_block`], which
-    /// handles a short last block). What `buf` holds past the page's image
-    /// is left as it was: the checksum covers only the image, and
-    /// [`node::unpack`] rewrites everything past the slots.
-    fn read_stored(&self, block: u64, buf: &mut [u8], known: usize) -> Result<Option<usize>> {
-        let at = block * PAGE_SIZE as u64;
-        let eof = |e: &std::io::Error| e.kind() == std::io::ErrorKind::UnexpectedEof;
-        match self.file.read_exact_at(&mut buf[..known], at) {
-            Ok(()) => {}
-            Err(e) if eof(&e) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        }
-        let image = page::image(buf);
-        if image != 0 && image <= known {
-            return Ok(Some(known));
-        }
+    /// Reads the node page of `pid`, stored packed in the first `known`
+    /// bytes of `block`, into the end of `buf`, checks it and lays it out
+    /// ([`node::unpack_tail`]). `Ok(false)` when the block does not hold
+    /// an intact image of that length (the file ends first, the header
+    /// gives another length, the checksum does not match): the caller then
+    /// reads the block whole, and [`page::check`] says what is wrong.
+    fn read_packed(
+        &self,
+        block: u64,
+        pid: u64,
+        buf: &mut [u8],
+        known: usize,
+        kinds: &[PageKind],
+    ) -> Result<bool> {
+        let tail = PAGE_SIZE - known;
         match self
             .file
-            .read_exact_at(&mut buf[known..], at + known as u64)
+            .read_exact_at(&mut buf[tail..], block * PAGE_SIZE as u64)
         {
-            Ok(()) => Ok(Some(PAGE_SIZE)),
-            Err(e) if eof(&e) => Ok(None),
-            Err(e) => Err(e.into()),
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
+            Err(e) => return Err(e.into()),
         }
+        if !page::image_intact(&buf[tail..]) {
+            return Ok(false);
+        }
+        page::check_fields(&buf[tail..], kinds, pid, pid)?;
+        node::unpack_tail(buf, known).map_err(|r| Error::corruption(pid, r))?;
+        Ok(true)
     }
 
     /// Reads block `block`; reading past the end of the file is corruption
@@ -832,11 +828,11 @@ mod tests {
     }
 
     /// The bytes a read of `page`, stored packed, takes once its length
-    /// is known: the image, rounded up to a [`LEN_UNIT`].
+    /// is known: its image.
     fn image_read(page: &[u8]) -> usize {
         let mut image = vec![0u8; PAGE_SIZE];
         node::pack(page, &mut image);
-        page::image(&image).next_multiple_of(LEN_UNIT)
+        page::image(&image)
     }
 
     fn take_reads(f: &crate::io::MemFile) -> Vec<(u64, usize)> {
@@ -857,15 +853,16 @@ mod tests {
         p.read_page(5, &mut buf, &[PageKind::Leaf]).unwrap();
         let first = image_read(&small);
         assert_eq!(
-            first, 3584,
-            "30 cells of 117 bytes, their slots, the header"
+            first, 3542,
+            "30 cells of 115 bytes, their slots, the header"
         );
         assert_eq!(take_reads(&f), vec![(at, first)]);
         assert_eq!(buf[page::HEADER_SIZE..], small[page::HEADER_SIZE..]);
         assert_eq!(p.counters.bytes_read.load(Ordering::Relaxed), first as u64);
 
         // The block rewritten behind the pager's back with a fuller page:
-        // the first read is short, the header asks for the rest.
+        // the image read at the recorded length does not check, and the
+        // block is read whole.
         let full = leaf(5, 100);
         let mut image = vec![0u8; PAGE_SIZE];
         let len = node::pack(&full, &mut image);
@@ -873,10 +870,7 @@ mod tests {
         f.write_all_at(&image[..len], at).unwrap();
         buf.fill(0x55);
         p.read_page(5, &mut buf, &[PageKind::Leaf]).unwrap();
-        assert_eq!(
-            take_reads(&f),
-            vec![(at, first), (at + first as u64, PAGE_SIZE - first)]
-        );
+        assert_eq!(take_reads(&f), vec![(at, first), (at, PAGE_SIZE)]);
         assert_eq!(buf[page::HEADER_SIZE..], full[page::HEADER_SIZE..]);
         // ... and the length it found is used next time.
         p.read_page(5, &mut buf, &[PageKind::Leaf]).unwrap();
@@ -939,10 +933,7 @@ mod tests {
         assert_eq!(buf[page::HEADER_SIZE..], full[page::HEADER_SIZE..]);
         let reads = take_reads(&f);
         let first = image_read(&leaf(9, 30));
-        assert_eq!(
-            reads[..2],
-            [(at, first), (at + first as u64, PAGE_SIZE - first)]
-        );
+        assert_eq!(reads[..2], [(at, first), (at, PAGE_SIZE)]);
         assert_eq!(reads.last(), Some(&(at, len)));
     }
 }
