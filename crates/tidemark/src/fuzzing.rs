@@ -54,7 +54,10 @@ pub fn page(data: &[u8]) {
         }
         let id = page::id(&frame[tail..]);
         if page::check_fields(&frame[tail..], &kinds, id, id).is_ok()
-            && matches!(page::kind(&frame[tail..]), Some(PageKind::Leaf | PageKind::Branch))
+            && matches!(
+                page::kind(&frame[tail..]),
+                Some(PageKind::Leaf | PageKind::Branch)
+            )
             && node::unpack_tail(&mut frame, n).is_ok()
             && node::validate(&frame).is_ok()
         {
