@@ -181,6 +181,8 @@ pub(crate) struct MemFile {
     bytes: std::sync::Mutex<Vec<u8>>,
     /// Offset and length of every read, in order.
     pub(crate) reads: std::sync::Mutex<Vec<(u64, usize)>>,
+    /// Offset and length of every write, in order.
+    pub(crate) writes: std::sync::Mutex<Vec<(u64, usize)>>,
 }
 
 #[cfg(test)]
@@ -207,6 +209,7 @@ impl FileIo for MemFile {
         Ok(())
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.writes.lock().unwrap().push((offset, buf.len()));
         let mut v = self.bytes.lock().unwrap();
         let end = offset as usize + buf.len();
         if v.len() < end {

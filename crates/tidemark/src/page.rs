@@ -20,8 +20,11 @@
 //! its header and slots, then its cells, without the free gap between them,
 //! zero-padded to a multiple of [`IMAGE_ALIGN`]. `image` is the length
 //! before the padding and the checksum covers bytes 4..image; the rest of
-//! the block is not written and may hold anything. Other kinds of page are
-//! always stored whole (`image` 0), as every page was before packing.
+//! the block is not part of the page and may hold anything: an eviction
+//! writes the padded image alone, leaving an earlier page's bytes there; a
+//! checkpoint writes zeros there, so that its write covers the block
+//! (`Pager::write_new_block` says why). Other kinds of page are always
+//! stored whole (`image` 0), as every page was before packing.
 //!
 //! The id in the header is checked against the id the reader expected, so a
 //! page written to the wrong block, or a stale block read through a bad
@@ -47,9 +50,9 @@ const GARBAGE_OFFSET: usize = FREE_END_OFFSET + 2;
 const IMAGE_OFFSET: usize = GARBAGE_OFFSET + 2;
 /// Size of the common page header; page bodies start here.
 pub const HEADER_SIZE: usize = IMAGE_OFFSET + 4;
-/// A packed page image is written in whole multiples of this (the kernel's
-/// page size): a write that covers part of a page-cache page makes the
-/// kernel read the rest of it first.
+/// A packed page image written alone (by an eviction) is written in whole
+/// multiples of this (the kernel's page size): a write that covers part of
+/// a page-cache page makes the kernel read the rest of it first.
 pub(crate) const IMAGE_ALIGN: usize = 4096;
 
 /// What a page holds.

@@ -615,6 +615,22 @@ impl Pager {
     /// Writes the page in `buf` to a newly allocated block: a leaf or
     /// branch packed (through a per-thread buffer, `buf` is not changed),
     /// any other page sealed in place and whole.
+    ///
+    /// A block for a checkpoint (`fresh` false) is written whole even for
+    /// a packed page: its image, then zeros. The checkpoint then pushes
+    /// the file to the device, and the kernel makes one request of each
+    /// run of dirty blocks, but with images alone every block ends in
+    /// clean page-cache pages, so a checkpoint of 600 MB went out as tens
+    /// of thousands of 8-28 KiB requests a second, whose completions
+    /// took the CPU from writers (BENCHMARKS.md, "Checkpoint blocks
+    /// written whole"). An eviction's block (`fresh`) keeps the image
+    /// alone: the kernel writes those back on its own schedule, and the
+    /// whole block cost evictions more than it saved there. Except the
+    /// first write of a block since open: in room the file grew with
+    /// `fallocate`, what an image leaves out stays an unwritten extent on
+    /// ext4, two extent entries a block (177,459 extents, 88,738 of them
+    /// unwritten, in one 3 GB data file, whose `rm` took 12.5 s). Reads
+    /// take only the image either way.
     pub(crate) fn write_new_block(&self, buf: &mut [u8], fresh: bool) -> Result<u64> {
         let b = self.alloc.allocate(fresh);
         if let Err(e) = self.ensure_room(b) {
@@ -628,6 +644,13 @@ impl Pager {
                 .unwrap_or_else(|| vec![0u8; PAGE_SIZE].into_boxed_slice());
             let len = node::pack(buf, &mut image);
             let stored = stored_len(&image);
+            let len = if fresh && self.stored.get(b) != 0 {
+                len
+            } else {
+                // Past `len` the buffer holds an earlier page's bytes.
+                image[len..].fill(0);
+                PAGE_SIZE
+            };
             let r = self
                 .file
                 .write_all_at(&image[..len], at)
@@ -891,6 +914,54 @@ mod tests {
         flip(image_read(&full) as u64 + 100);
         p.read_page(5, &mut buf, &[PageKind::Leaf]).unwrap();
         assert_eq!(buf[page::HEADER_SIZE..], full[page::HEADER_SIZE..]);
+    }
+
+    #[test]
+    fn checkpoint_blocks_and_first_writes_are_whole_other_evictions_packed() {
+        let f = Arc::new(crate::io::MemFile::default());
+        let p = mem_pager(&f);
+        // A full leaf first, so the thread's packing buffer holds its bytes
+        // past the smaller leaves' images.
+        let full = leaf(3, 100);
+        let small = leaf(4, 30);
+        let bf = p.write_new_block(&mut full.clone(), true).unwrap();
+        let bs = p.write_new_block(&mut small.clone(), false).unwrap();
+        // Freed and written again by an eviction: the same block.
+        p.alloc.free(bf, p.epoch.load(Ordering::Acquire));
+        let small5 = leaf(5, 30);
+        let be = p.write_new_block(&mut small5.clone(), true).unwrap();
+        assert_eq!(be, bf, "a fresh block is reused at once");
+        let at = |b: u64| b * PAGE_SIZE as u64;
+        let image = image_read(&small);
+        assert!(image < image_read(&full));
+        let padded = image.next_multiple_of(page::IMAGE_ALIGN);
+        assert_eq!(
+            *f.writes.lock().unwrap(),
+            vec![(at(bf), PAGE_SIZE), (at(bs), PAGE_SIZE), (at(be), padded),],
+            "a block's first write and a checkpoint's take the whole block, \
+             a later eviction's the image"
+        );
+        assert!(
+            f.bytes(at(bs) + image as u64, PAGE_SIZE - image)
+                .iter()
+                .all(|&b| b == 0),
+            "past the image the block holds zeros, not the earlier page's bytes"
+        );
+        assert_eq!(
+            p.counters.bytes_written.load(Ordering::Relaxed),
+            (2 * PAGE_SIZE + padded) as u64
+        );
+        // Reads take only the image of either, and give back each page.
+        map(&p, 4, bs);
+        map(&p, 5, be);
+        take_reads(&f);
+        let mut buf = vec![0u8; PAGE_SIZE];
+        for (pid, page) in [(4, &small), (5, &small5)] {
+            buf.fill(0x77);
+            p.read_page(pid, &mut buf, &[PageKind::Leaf]).unwrap();
+            assert_eq!(buf[page::HEADER_SIZE..], page[page::HEADER_SIZE..]);
+        }
+        assert_eq!(take_reads(&f), vec![(at(bs), image), (at(be), image)]);
     }
 
     #[test]
