@@ -20,9 +20,10 @@
 //! its header and slots, then its cells, without the free gap between them,
 //! zero-padded to a multiple of [`IMAGE_ALIGN`]. `image` is the length
 //! before the padding and the checksum covers bytes 4..image; the rest of
-//! the block is not part of the page and may hold anything: an eviction
-//! writes the padded image alone, leaving an earlier page's bytes there; a
-//! checkpoint writes zeros there, so that its write covers the block
+//! the block is not part of the page and may hold anything. A checkpoint,
+//! and the first write of a block since open, write zeros there, so that
+//! the write covers the block; an eviction's later writes of a block write
+//! the padded image alone, leaving an earlier page's bytes there
 //! (`Pager::write_new_block` says why). Other kinds of page are always
 //! stored whole (`image` 0), as every page was before packing.
 //!
