@@ -33,8 +33,9 @@ const LEAF_CELL_HEADER: usize = 7;
 const BRANCH_CELL_HEADER: usize = 10;
 const OVERFLOW_REF: usize = 8;
 
-/// Maximum key length in bytes. A branch cell of a maximal key must fit
-/// [`MAX_CELL`] with its header and slot.
+/// Maximum key length in bytes. A branch cell of a maximal key, with its
+/// header and slot, must fit the largest cell a node takes (a third of a
+/// page's usable space, so that a split always leaves two halves that fit).
 pub const MAX_KEY_SIZE: usize = 4096;
 const _: () = assert!(BRANCH_CELL_HEADER + MAX_KEY_SIZE + SLOT <= MAX_CELL);
 const _: () = assert!(LEAF_CELL_HEADER + MAX_KEY_SIZE + OVERFLOW_REF + SLOT <= MAX_CELL);
