@@ -324,6 +324,61 @@ fn a_queue_table_does_not_grow_the_file() {
     );
 }
 
+/// Keys that arrive in order (time-ordered keys, ObjectIds, log
+/// sequence numbers) leave leaves nearly full, not half full as splits in
+/// the middle would: one writer ascending or descending, four writers
+/// taking ascending keys from one counter (arriving slightly out of order),
+/// and 16 interleaved ascending streams inside the tree.
+#[test]
+fn keys_in_order_fill_their_leaves() {
+    const N: u64 = 20_000;
+    let value = [3u8; 100];
+    // 8-byte key, 100-byte value, 7-byte cell header, 2-byte slot; 16,352
+    // usable bytes a leaf.
+    let full_leaves = N.div_ceil(16_352 / 117);
+    let cases: [(&str, usize, fn(u64) -> u64); 4] = [
+        ("ascending", 1, |i| i),
+        ("descending", 1, |i| u64::MAX - i),
+        ("four writers", 4, |i| i),
+        ("16 streams", 1, |i| (i % 16) << 40 | i / 16),
+    ];
+    for (name, threads, key_of) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let db = small_builder().open(dir.path()).unwrap();
+        let t = db.create_table("t").unwrap();
+        let next = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= N {
+                        break;
+                    }
+                    t.put(key_of(i).to_be_bytes(), value).unwrap();
+                });
+            }
+        });
+        let mut want: Vec<u64> = (0..N).map(key_of).collect();
+        want.sort_unstable();
+        let keys: Vec<u64> = t
+            .iter()
+            .map(|kv| u64::from_be_bytes(kv.unwrap().0.try_into().unwrap()))
+            .collect();
+        assert_eq!(keys, want, "{name}");
+        let report = db.verify().unwrap();
+        assert!(report.is_ok(), "{name}: {:?}", report.problems);
+        assert_eq!(report.entries, N + 1, "{name}: the catalog's entry too");
+        // Tree pages of both tables: the leaves, a few branches, the catalog.
+        // Splits in the middle leave about twice `full_leaves`.
+        let limit = full_leaves * 125 / 100 + 4;
+        assert!(
+            report.pages <= limit,
+            "{name}: {} tree pages, at most {limit} expected ({full_leaves} leaves when full)",
+            report.pages
+        );
+    }
+}
+
 #[test]
 fn a_directory_is_open_in_one_handle_at_a_time() {
     let dir = tempfile::tempdir().unwrap();

@@ -214,8 +214,10 @@ impl<'a> Tree<'a> {
                     return Ok(None);
                 }
                 self.keep_old(w.bytes(), None, keep)?;
-                let ok = node::insert_cell(w.bytes_mut()?, i, cell);
+                let b = w.bytes_mut()?;
+                let ok = node::insert_cell(b, i, cell);
                 debug_assert!(ok, "space was checked");
+                node::note_leaf_insert(b, i);
                 Ok(Some(None))
             }
         }
@@ -272,6 +274,12 @@ impl<'a> Tree<'a> {
         let mut path: Vec<(PageWrite<'a>, usize)> = Vec::new();
         let mut w = self.pool.fix_exclusive(self.pager, self.root)?;
         let mut depth = 0;
+        // Whether the leaf is at an edge of the key space (splits there
+        // leave the inner part fuller: `node::split_leaf`).
+        let mut edge = node::Edge {
+            rightmost: true,
+            leftmost: true,
+        };
         while !node::is_leaf(w.bytes()) {
             depth += 1;
             if depth > MAX_DEPTH {
@@ -281,6 +289,8 @@ impl<'a> Tree<'a> {
                 ));
             }
             let idx = node::child_index(w.bytes(), key);
+            edge.rightmost &= idx == page::count(w.bytes());
+            edge.leftmost &= idx == 0;
             let c = node::child(w.bytes(), idx);
             let cw = self.pool.fix_exclusive(self.pager, c)?;
             check_child_level(w.bytes(), cw.bytes(), c)?;
@@ -308,12 +318,13 @@ impl<'a> Tree<'a> {
             Err(i) => (i, false, None),
         };
         self.keep_old(w.bytes(), replace.then_some(i), keep)?;
-        self.split_upwards(w, path, i, cell.to_vec(), replace)?;
+        self.split_upwards(w, path, i, cell.to_vec(), replace, edge)?;
         Ok(old)
     }
 
     /// Splits `cur`, which cannot take `pending` at index `i`, and carries
-    /// separators up `path` until one ancestor absorbs it.
+    /// separators up `path` until one ancestor absorbs it. `edge`: where
+    /// the leaf `cur` sits.
     fn split_upwards(
         &self,
         mut cur: PageWrite<'a>,
@@ -321,6 +332,7 @@ impl<'a> Tree<'a> {
         mut i: usize,
         mut pending: Vec<u8>,
         mut replace: bool,
+        edge: node::Edge,
     ) -> Result<()> {
         // `path` holds the leaf's parent (it must take a separator), and
         // scans check the count under that parent's latch.
@@ -343,7 +355,15 @@ impl<'a> Tree<'a> {
             let rpid = self.pager.alloc_pid()?;
             let mut r = self.pool.new_page(self.pager, rpid)?;
             let sep = if node::is_leaf(cur.bytes()) {
-                node::split_leaf(cur.bytes_mut()?, r.bytes_mut()?, rpid, i, &pending, replace)
+                node::split_leaf(
+                    cur.bytes_mut()?,
+                    r.bytes_mut()?,
+                    rpid,
+                    i,
+                    &pending,
+                    replace,
+                    edge,
+                )
             } else {
                 node::split_branch(cur.bytes_mut()?, r.bytes_mut()?, rpid, i, &pending)
             };
@@ -406,7 +426,9 @@ impl<'a> Tree<'a> {
             Ok(i) => {
                 let old = StoredValue::from_leaf(node::leaf_value(w.bytes(), i));
                 self.keep_old(w.bytes(), Some(i), &mut keep)?;
-                node::remove(w.bytes_mut()?, i);
+                let b = w.bytes_mut()?;
+                node::remove(b, i);
+                node::note_leaf_remove(b, i);
                 if page::count(w.bytes()) == 0 && w.pid() != self.root {
                     drop(w);
                     self.unlink_empty_leaf(key)?;
