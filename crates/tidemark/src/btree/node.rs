@@ -502,6 +502,7 @@ pub(crate) struct Edge {
     pub(crate) leftmost: bool,
 }
 
+#[cfg(test)]
 impl Edge {
     /// A leaf somewhere inside the tree.
     pub(crate) const INNER: Edge = Edge {
