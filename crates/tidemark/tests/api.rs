@@ -336,11 +336,12 @@ fn keys_in_order_fill_their_leaves() {
     // 8-byte key, 100-byte value, 7-byte cell header, 2-byte slot; 16,352
     // usable bytes a leaf.
     let full_leaves = N.div_ceil(16_352 / 117);
-    let cases: [(&str, usize, fn(u64) -> u64); 4] = [
+    type KeyOf = fn(u64) -> u64;
+    let cases: [(&str, usize, KeyOf); 4] = [
         ("ascending", 1, |i| i),
         ("descending", 1, |i| u64::MAX - i),
         ("four writers", 4, |i| i),
-        ("16 streams", 1, |i| (i % 16) << 40 | i / 16),
+        ("16 streams", 1, |i| ((i % 16) << 40) | (i / 16)),
     ];
     for (name, threads, key_of) in cases {
         let dir = tempfile::tempdir().unwrap();
