@@ -370,8 +370,14 @@ fn keys_in_order_fill_their_leaves() {
         assert!(report.is_ok(), "{name}: {:?}", report.problems);
         assert_eq!(report.entries, N + 1, "{name}: the catalog's entry too");
         // Tree pages of both tables: the leaves, a few branches, the catalog.
-        // Splits in the middle leave about twice `full_leaves`.
-        let limit = full_leaves * 125 / 100 + 4;
+        // Splits in the middle leave about twice `full_leaves`. Four writers'
+        // keys arrive out of order by as much as the scheduler makes them,
+        // so their bound is looser.
+        let limit = if threads == 1 {
+            full_leaves * 115 / 100 + 4
+        } else {
+            full_leaves * 150 / 100 + 4
+        };
         assert!(
             report.pages <= limit,
             "{name}: {} tree pages, at most {limit} expected ({full_leaves} leaves when full)",
