@@ -9,6 +9,7 @@ mod capped;
 mod checkpoint;
 mod crash_loop;
 mod engines;
+mod fill;
 mod import_export;
 mod pathologies;
 mod plots;
@@ -117,6 +118,15 @@ enum Cmd {
         /// Documents (default 1,000,000; 100,000 with --quick).
         #[arg(long)]
         docs: Option<u64>,
+    },
+    /// Blocks in use per byte inserted, for keys inserted in order
+    /// (ascending, descending, several writers, interleaved streams,
+    /// ObjectId documents) against random keys.
+    Fill {
+        /// Keys (and documents) of each order (default 1,000,000; 200,000
+        /// with --quick).
+        #[arg(long)]
+        keys: Option<u64>,
     },
     /// Reliability: a randomized workload in a child process killed with
     /// SIGKILL at random moments; after each kill, reopen, verify and
@@ -338,6 +348,12 @@ fn main() -> ExitCode {
             seed,
         }),
         Cmd::CrashChild { seed, cycle, db } => crash_loop::child(&db, seed, cycle).map(|()| true),
+        Cmd::Fill { keys } => fill::run(&fill::Args {
+            quick: cli.quick,
+            json: cli.json,
+            dir: cli.dir,
+            keys,
+        }),
         Cmd::ImportExport { docs } => import_export::run(&import_export::Args {
             quick: cli.quick,
             json: cli.json,
