@@ -10,7 +10,8 @@
 //! | 5      | 1    | level     | B+tree level: 0 = leaf, >0 = branch                  |
 //! | 6      | 2    | count     | number of cells (nodes) or payload entries           |
 //! | 8      | 8    | id        | logical page id (tree/overflow), chunk index (map)   |
-//! | 16     | 8    | aux       | branch: leftmost child; overflow: payload length     |
+//! | 16     | 8    | aux       | branch: leftmost child; overflow: payload length;    |
+//! |        |      |           | leaf: where its last inserts landed (a split hint)   |
 //! | 24     | 2    | free_end  | nodes: offset where the cell area begins             |
 //! | 26     | 2    | garbage   | nodes: bytes of dead cells inside the cell area      |
 //! | 28     | 4    | image     | 0: the block holds the whole page; else the length   |
