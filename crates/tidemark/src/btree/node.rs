@@ -536,6 +536,12 @@ const EDGE_FILL_TENTHS: usize = 9;
 /// not the half-full ones of a split in the middle; a descending run inside
 /// a leaf that also holds lower keys leaves leaves short by the room those
 /// keys take, as the keys still to come land among them.
+///
+/// A leaf at an `edge` of the key space splits nine tenths towards its
+/// inner side ([`EDGE_FILL_TENTHS`]) instead, unless every key in it came
+/// in one run (a single writer's ordered keys: the run's split is fuller
+/// still). Many writers' ordered keys arrive slightly out of order, which
+/// breaks runs; the tenth left free takes the late ones.
 pub(crate) fn split_leaf(
     left: &mut [u8],
     right: &mut [u8],
