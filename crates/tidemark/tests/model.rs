@@ -58,6 +58,10 @@ enum Op {
     Put(u16, usize, u8, Durability),
     Delete(u16),
     Get(u16),
+    /// Puts of `n` consecutive keys from the first, one commit each,
+    /// ascending or (when true) descending: runs of ordered inserts, which
+    /// split leaves where the run goes rather than in the middle.
+    Run(u16, u16, bool, usize, Durability),
     Batch(Vec<(u16, Option<usize>)>, Durability),
     Scan(u16, u16, bool),
     Checkpoint,
@@ -78,6 +82,8 @@ fn op() -> impl Strategy<Value = Op> {
         30 => (0u16..1500, len.clone(), any::<u8>(), durability()).prop_map(|(k, l, b, d)| Op::Put(k, l, b, d)),
         8 => (0u16..1500).prop_map(Op::Delete),
         6 => (0u16..1500).prop_map(Op::Get),
+        3 => (0u16..1500, 1u16..120, any::<bool>(), 0usize..400, durability())
+            .prop_map(|(k, n, desc, l, d)| Op::Run(k, n, desc, l, d)),
         4 => (prop::collection::vec((0u16..1500, prop::option::of(0usize..300)), 1..20), durability())
             .prop_map(|(items, d)| Op::Batch(items, d)),
         3 => (0u16..1500, 0u16..1500, any::<bool>()).prop_map(|(a, b, r)| Op::Scan(a, b, r)),
@@ -114,6 +120,19 @@ fn run(ops: Vec<Op>) {
                 survivors.committed(&model, db.default_durability());
             }
             Op::Get(k) => assert_eq!(t.get(key(k)).unwrap(), model.get(&key(k)).cloned()),
+            Op::Run(first, n, desc, l, d) => {
+                let last = first.saturating_add(n).min(1500);
+                let ks: Vec<u16> = if desc {
+                    (first..last).rev().collect()
+                } else {
+                    (first..last).collect()
+                };
+                for k in ks {
+                    t.put_with(key(k), value(l, k as u8), d).unwrap();
+                    model.insert(key(k), value(l, k as u8));
+                    survivors.committed(&model, d);
+                }
+            }
             Op::Batch(items, d) => {
                 let mut b = tidemark::WriteBatch::new();
                 b.set_durability(d);

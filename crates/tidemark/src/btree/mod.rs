@@ -204,9 +204,11 @@ impl<'a> Tree<'a> {
                 }
                 self.keep_old(w.bytes(), Some(i), keep)?;
                 let b = w.bytes_mut()?;
-                node::remove(b, i);
-                let ok = node::insert_cell(b, i, cell);
-                debug_assert!(ok, "space was checked before removing");
+                if !node::overwrite_cell(b, i, cell) {
+                    node::remove(b, i);
+                    let ok = node::insert_cell(b, i, cell);
+                    debug_assert!(ok, "space was checked before removing");
+                }
                 Ok(Some(Some(old)))
             }
             Err(i) => {

@@ -222,6 +222,26 @@ pub(crate) fn insert_cell(buf: &mut [u8], i: usize, cell_: &[u8]) -> bool {
     true
 }
 
+/// Replaces cell `i` with `new_cell` where it lies, if `new_cell` is no
+/// longer; the bytes it leaves unused count as garbage. `false` (nothing
+/// changed) if it is longer. An update of a value by one of the same size
+/// then moves no other cell: without this, in a full leaf every update
+/// left the old cell as garbage and compacted the whole page to find room
+/// for the new one.
+pub(crate) fn overwrite_cell(buf: &mut [u8], i: usize, new_cell: &[u8]) -> bool {
+    let off = slot(buf, i);
+    let old_len = cell_len_at(buf, off);
+    if new_cell.len() > old_len {
+        return false;
+    }
+    buf[off..off + new_cell.len()].copy_from_slice(new_cell);
+    let freed = old_len - new_cell.len();
+    if freed > 0 {
+        page::set_garbage(buf, page::garbage(buf) + freed);
+    }
+    true
+}
+
 /// Removes cell `i`.
 pub(crate) fn remove(buf: &mut [u8], i: usize) {
     let n = page::count(buf);
@@ -876,6 +896,64 @@ mod tests {
         );
         let r = fill_of(&rand);
         assert!((0.5..0.85).contains(&r), "random fill {r}");
+    }
+
+    /// A leaf holding keys `k{n:05}` for `keys`, each with value `val`.
+    fn leaf_of(keys: impl IntoIterator<Item = u32>, val: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; PAGE_SIZE];
+        init_leaf(&mut b, 1);
+        for k in keys {
+            let k = format!("k{k:05}").into_bytes();
+            let i = search(&b, &k).unwrap_err();
+            assert!(insert_cell(
+                &mut b,
+                i,
+                &encode_leaf_cell(&k, LeafValue::Inline(val))
+            ));
+        }
+        b
+    }
+
+    /// An update no longer than the cell it replaces is written where the
+    /// old one lay: nothing else moves, no compaction; a shorter one leaves
+    /// its unused bytes as garbage, which packing and compaction reclaim. A
+    /// longer one is refused and leaves the page as it was.
+    #[test]
+    fn updates_overwrite_cells_in_place() {
+        let val = [6u8; 1000];
+        let mut b = leaf_of(0..16, &val);
+        assert!(!can_insert(
+            &b,
+            encode_leaf_cell(b"k00099", LeafValue::Inline(&val)).len()
+        ));
+        let before_slots: Vec<usize> = (0..page::count(&b)).map(|i| slot(&b, i)).collect();
+        let k = b"k00003";
+        let i = search(&b, k).unwrap();
+        let same = encode_leaf_cell(k, LeafValue::Inline(&[9u8; 1000]));
+        assert!(overwrite_cell(&mut b, i, &same));
+        assert_eq!(leaf_value(&b, i), LeafValue::Inline(&[9u8; 1000]));
+        let after_slots: Vec<usize> = (0..page::count(&b)).map(|i| slot(&b, i)).collect();
+        assert_eq!(after_slots, before_slots);
+        assert_eq!(page::garbage(&b), 0);
+        let shorter = encode_leaf_cell(k, LeafValue::Inline(&[8u8; 600]));
+        assert!(overwrite_cell(&mut b, i, &shorter));
+        assert_eq!(page::garbage(&b), 400);
+        validate(&b).unwrap();
+        let longer = encode_leaf_cell(k, LeafValue::Inline(&[7u8; 700]));
+        let copy = b.clone();
+        assert!(!overwrite_cell(&mut b, i, &longer));
+        assert_eq!(b, copy);
+        // Packed and read back, or compacted, the page has the same cells.
+        let mut block = vec![0u8; PAGE_SIZE];
+        pack(&b, &mut block);
+        unpack(&mut block).unwrap();
+        assert_eq!(cells_of(&block), cells_of(&b));
+        assert_eq!(leaf_value(&block, i), LeafValue::Inline(&[8u8; 600]));
+        let mut c = b.clone();
+        compact(&mut c);
+        assert_eq!(page::garbage(&c), 0);
+        assert_eq!(cells_of(&c), cells_of(&b));
+        assert!(can_insert(&c, 300));
     }
 
     /// A run of inserts ending inside a leaf (one stream of ascending keys
