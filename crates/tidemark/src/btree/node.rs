@@ -494,6 +494,14 @@ fn cells_size(cells: &[Vec<u8>]) -> usize {
     cells.iter().map(|c| c.len() + SLOT).sum()
 }
 
+/// Whether `cells[..m]` and `cells[m..]` are both non-empty and each fits
+/// a node.
+fn halves_fit(cells: &[Vec<u8>], m: usize) -> bool {
+    (1..cells.len()).contains(&m)
+        && cells_size(&cells[..m]) <= USABLE
+        && cells_size(&cells[m..]) <= USABLE
+}
+
 /// Picks how many of `cells` go left so both halves fit a page.
 fn split_point(cells: &[Vec<u8>]) -> usize {
     split_share(cells, 1, 2)
@@ -579,10 +587,7 @@ pub(crate) fn split_leaf(
         } else {
             (i + 1).min(cells.len() - 1)
         };
-        let fits = (1..cells.len()).contains(&m)
-            && cells_size(&cells[..m]) <= USABLE
-            && cells_size(&cells[m..]) <= USABLE;
-        fits.then_some(m)
+        halves_fit(&cells, m).then_some(m)
     });
     // A leaf at the edge of the tree splits near its outer end, towards
     // which the key space grows; in a tree of one leaf, the new key says
@@ -595,8 +600,7 @@ pub(crate) fn split_leaf(
     } else {
         None
     };
-    let at_edge =
-        at_edge.filter(|&m| cells_size(&cells[..m]) <= USABLE && cells_size(&cells[m..]) <= USABLE);
+    let at_edge = at_edge.filter(|&m| halves_fit(&cells, m));
     // At an edge both may apply: the run decides only if every key of the
     // leaf came in it (one writer's keys, in order), as any key arriving out
     // of order would land in the full part it leaves behind and split it.
@@ -686,14 +690,19 @@ mod tests {
     use super::*;
 
     fn leaf_with(keys: &[&[u8]]) -> Vec<u8> {
+        leaf_with_value(keys.iter().map(|k| k.to_vec()), b"v")
+    }
+
+    /// A leaf (page id 9) holding `keys`, each with value `val`.
+    fn leaf_with_value(keys: impl IntoIterator<Item = Vec<u8>>, val: &[u8]) -> Vec<u8> {
         let mut b = vec![0u8; PAGE_SIZE];
         init_leaf(&mut b, 9);
         for k in keys {
-            let i = search(&b, k).unwrap_err();
+            let i = search(&b, &k).unwrap_err();
             assert!(insert_cell(
                 &mut b,
                 i,
-                &encode_leaf_cell(k, LeafValue::Inline(b"v"))
+                &encode_leaf_cell(&k, LeafValue::Inline(val))
             ));
         }
         b
@@ -898,22 +907,6 @@ mod tests {
         assert!((0.5..0.85).contains(&r), "random fill {r}");
     }
 
-    /// A leaf holding keys `k{n:05}` for `keys`, each with value `val`.
-    fn leaf_of(keys: impl IntoIterator<Item = u32>, val: &[u8]) -> Vec<u8> {
-        let mut b = vec![0u8; PAGE_SIZE];
-        init_leaf(&mut b, 1);
-        for k in keys {
-            let k = format!("k{k:05}").into_bytes();
-            let i = search(&b, &k).unwrap_err();
-            assert!(insert_cell(
-                &mut b,
-                i,
-                &encode_leaf_cell(&k, LeafValue::Inline(val))
-            ));
-        }
-        b
-    }
-
     /// An update no longer than the cell it replaces is written where the
     /// old one lay: nothing else moves, no compaction; a shorter one leaves
     /// its unused bytes as garbage, which packing and compaction reclaim. A
@@ -921,7 +914,7 @@ mod tests {
     #[test]
     fn updates_overwrite_cells_in_place() {
         let val = [6u8; 1000];
-        let mut b = leaf_of(0..16, &val);
+        let mut b = leaf_with_value((0..16).map(|k| format!("k{k:05}").into_bytes()), &val);
         assert!(!can_insert(
             &b,
             encode_leaf_cell(b"k00099", LeafValue::Inline(&val)).len()
