@@ -100,6 +100,23 @@ impl Row {
     }
 }
 
+/// Bytes of one record as the user gave it: key and value, or the BSON
+/// document with its `_id` (the same size for every record of an order).
+fn record_bytes(order: Order) -> BoxResult<u64> {
+    if !order.documents() {
+        return Ok((8 + VALUE) as u64);
+    }
+    let bin = Bson::Binary(tidemark::bson::Binary {
+        subtype: tidemark::bson::spec::BinarySubtype::Generic,
+        bytes: vec![0; VALUE],
+    });
+    let d = match order {
+        Order::RandomIds => doc! {"_id": 0i64, "v": bin},
+        _ => doc! {"_id": tidemark::bson::oid::ObjectId::new(), "v": bin},
+    };
+    Ok(tidemark::bson::to_vec(&d)?.len() as u64)
+}
+
 fn measure(order: Order, n: u64, dir: &std::path::Path) -> BoxResult<Row> {
     let tmp = tempfile::Builder::new()
         .prefix("tidemark-fill-")
@@ -111,12 +128,11 @@ fn measure(order: Order, n: u64, dir: &std::path::Path) -> BoxResult<Row> {
         db.table("t")?;
     }
     let next = AtomicU64::new(0);
-    let user = AtomicU64::new(0);
     let t0 = Instant::now();
     let results: Vec<BoxResult<()>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..order.writers())
             .map(|w| {
-                let (db, next, user) = (&db, &next, &user);
+                let (db, next) = (&db, &next);
                 s.spawn(move || -> BoxResult<()> {
                     let mut rng = SmallRng::seed_from_u64(7 + w as u64);
                     let value = [0x5Au8; VALUE];
@@ -141,22 +157,12 @@ fn measure(order: Order, n: u64, dir: &std::path::Path) -> BoxResult<Row> {
                                 doc! {"v": bin}
                             };
                             c.insert_one_with(&d, Durability::None)?;
-                            // The stored document has its `_id`: an
-                            // ObjectId takes 17 bytes in it, an Int64 13.
-                            let id_len = if matches!(order, Order::RandomIds) {
-                                0
-                            } else {
-                                17
-                            };
-                            let len = tidemark::bson::to_vec(&d)?.len() + id_len;
-                            user.fetch_add(len as u64, Ordering::Relaxed);
                         } else {
                             let k = order.key(i, n, &mut rng);
                             let mut b = WriteBatch::new();
                             b.set_durability(Durability::None);
                             b.put("t", k.to_be_bytes(), value);
                             db.write(&b)?;
-                            user.fetch_add((8 + VALUE) as u64, Ordering::Relaxed);
                         }
                     }
                 })
@@ -184,7 +190,7 @@ fn measure(order: Order, n: u64, dir: &std::path::Path) -> BoxResult<Row> {
         order: order.name(),
         keys: n,
         inserts_per_s: n as f64 / secs,
-        user_bytes: user.load(Ordering::Relaxed),
+        user_bytes: n * record_bytes(order)?,
         in_use_bytes: s.file_size - s.file_free_bytes - s.file_limbo_bytes,
         tree_pages: report.pages,
     })
