@@ -1033,6 +1033,53 @@ mod tests {
         assert_eq!(read(&pool, &pager, 1), 3, "a write was lost");
     }
 
+    /// A dirty page not touched since the hand last passed is cleaned and
+    /// kept while the cache has room (usage at or under the paced limit):
+    /// evicting it would only read it back on its next use. Near the usage
+    /// target it is written and evicted, as a page likely done with.
+    #[test]
+    fn an_untouched_dirty_page_is_kept_cached_while_the_cache_has_room() {
+        for room in [true, false] {
+            let (pool, pager) = setup_cfg(PoolConfig {
+                frames: 64,
+                // No room: every frame in use is over the paced limit.
+                target: if room { 64 } else { 1 },
+                trigger: 64,
+                dirty_target: 0,
+                dirty_trigger: 64,
+            });
+            bump(&pool, &pager, 1);
+            for f in pool.frames.iter() {
+                f.referenced.store(false, Ordering::SeqCst);
+            }
+            let used = pool.used.load(Ordering::SeqCst);
+            let written = pager.counters.pages_written.load(Ordering::SeqCst);
+            let evicted = pool.counters.evicted_dirty.load(Ordering::SeqCst);
+            let step = evict::clean_step(&pool, &pager, used).unwrap();
+            assert_eq!(
+                pager.counters.pages_written.load(Ordering::SeqCst),
+                written + 1,
+                "room {room}: the dirty page was not written"
+            );
+            if room {
+                assert!(matches!(step, evict::Relief::Cleaned), "room {room}");
+                assert_eq!(cached_dirty(&pool, 1), Some(false));
+                assert_eq!(pool.counters.evicted_dirty.load(Ordering::SeqCst), evicted);
+            } else {
+                let evict::Relief::Evicted(fi) = step else {
+                    panic!("room {room}: the untouched dirty page was not evicted");
+                };
+                let g = pool.frames[fi as usize].latch.write();
+                pool.release_frame(fi, g);
+                assert_eq!(cached_dirty(&pool, 1), None);
+            }
+            assert_eq!(pool.dirty.load(Ordering::SeqCst), 0);
+            assert_contents(&pool);
+            while evict(&pool, &pager) {}
+            assert_eq!(read(&pool, &pager, 1), 1, "room {room}: the write was lost");
+        }
+    }
+
     /// Over the dirty trigger alone, with room in the cache: once the
     /// worker finds every dirty page cleaned within `RECLEAN_GAP`, an
     /// application thread leaves them (no write, no eviction); in a cache
