@@ -187,7 +187,7 @@ impl Database {
     #[pyo3(signature = (path, *, cache_size=None, durability=None, eviction_target=None,
         eviction_trigger=None, eviction_dirty_target=None, eviction_dirty_trigger=None,
         eviction_threads=None, checkpoint_interval=None, checkpoint_log_size=None,
-        log_segment_size=None,
+        checkpoint_flush_nice=None, log_segment_size=None,
         version_budget=None, statistics_log=true, statistics_interval=None,
         statistics_path=None, control_socket=false))]
     #[allow(clippy::too_many_arguments)]
@@ -203,6 +203,7 @@ impl Database {
         eviction_threads: Option<usize>,
         checkpoint_interval: Option<f64>,
         checkpoint_log_size: Option<u64>,
+        checkpoint_flush_nice: Option<i32>,
         log_segment_size: Option<u64>,
         version_budget: Option<u8>,
         statistics_log: bool,
@@ -244,6 +245,10 @@ impl Database {
         }
         if let Some(v) = checkpoint_log_size {
             b = b.checkpoint_log_size((v > 0).then_some(v));
+        }
+        if let Some(v) = checkpoint_flush_nice {
+            // Negative: the checkpointing thread flushes itself.
+            b = b.checkpoint_flush_nice((v >= 0).then_some(v));
         }
         if let Some(v) = log_segment_size {
             b = b.log_segment_size(v);

@@ -46,6 +46,20 @@ def test_checkpoint_log_size_starts_checkpoints(tmp_path):
         db.table("kv").put(b"k", b"v")
 
 
+def test_checkpoint_flush_nice(tmp_path):
+    # Out of 0..19: refused; negative turns the thread off.
+    with pytest.raises(tidemark.ConfigurationError):
+        tidemark.open(tmp_path / "bad", checkpoint_flush_nice=20)
+    for i, nice in enumerate([None, 0, 12, -1]):
+        with tidemark.open(tmp_path / f"d{i}", checkpoint_flush_nice=nice) as db:
+            kv = db.table("kv")
+            for k in range(500):
+                kv.put(b"k%05d" % k, b"v" * 100)
+            assert db.checkpoint()["pages_written"] > 0
+        with tidemark.open(tmp_path / f"d{i}") as db:
+            assert db.table("kv").get(b"k00499") == b"v" * 100
+
+
 def test_parse_size():
     assert tidemark.parse_size(4096) == 4096
     assert tidemark.parse_size("64MB") == 64 << 20

@@ -75,6 +75,41 @@ fn extend_to(f: &(impl FileIo + ?Sized), len: u64) -> io::Result<()> {
 
 /// A file offset or length as the `off_t` the system calls take.
 #[cfg(target_os = "linux")]
+/// Lowers the calling thread's CPU priority to nice value `nice` (19 is the
+/// lowest). On Linux a nice value belongs to a thread; elsewhere the same
+/// call would set the whole process's, so nothing is done there. Raising
+/// a thread's nice value needs no privilege and lowering it back does:
+/// call it only on threads made for work that may wait.
+pub(crate) fn set_thread_nice(nice: i32) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid and setpriority take and return integers and touch
+        // no memory of ours; `PRIO_PROCESS` with a thread id names that
+        // thread alone on Linux.
+        #[allow(unsafe_code)]
+        let rc =
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+    Ok(())
+}
+
+/// The calling thread's nice value.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn thread_nice() -> i32 {
+    // SAFETY: as in `set_thread_nice`; getpriority returns the value (a
+    // nice value of -1 and an error look alike, which the tests that use
+    // this never meet).
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t)
+    }
+}
+
 fn off_t(v: u64) -> io::Result<i64> {
     i64::try_from(v)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset beyond i64"))
@@ -334,5 +369,26 @@ impl FileIo for OsFile {
             return extend_to(self, len);
         }
         Err(err)
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// `set_thread_nice` changes the calling thread's nice value and no
+    /// other thread's (on Linux a nice value is per thread).
+    #[test]
+    fn set_thread_nice_is_per_thread() {
+        let base = thread_nice();
+        let want = (base + 3).min(19);
+        let got = std::thread::spawn(move || {
+            set_thread_nice(want).unwrap();
+            thread_nice()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(got, want);
+        assert_eq!(thread_nice(), base, "the calling thread's changed too");
     }
 }

@@ -407,3 +407,160 @@ fn a_directory_is_open_in_one_handle_at_a_time() {
     );
     drop(clone);
 }
+
+/// A file layer over the real one that records, for each sync of the data
+/// file, the name and nice value of the thread that made it.
+struct SyncWitness {
+    inner: tidemark::io::OsFileSystem,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, i32)>>>,
+}
+
+struct WitnessedFile {
+    inner: std::sync::Arc<dyn tidemark::io::FileIo>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, i32)>>>,
+}
+
+impl tidemark::io::FileIo for WitnessedFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.inner.read_exact_at(buf, offset)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.inner.write_all_at(buf, offset)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        let name = std::thread::current().name().unwrap_or("").to_string();
+        // SAFETY: getpriority takes integers and touches no memory of ours;
+        // with PRIO_PROCESS and a thread id it reads that thread's nice
+        // value on Linux.
+        #[allow(unsafe_code)]
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        self.seen.lock().unwrap().push((name, nice));
+        self.inner.sync_data()
+    }
+    fn write_back(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.inner.write_back(offset, len)
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn preallocate(&self, len: u64) -> std::io::Result<()> {
+        self.inner.preallocate(len)
+    }
+    fn populate(&self, offset: u64, len: u64, step: u64) -> std::io::Result<()> {
+        self.inner.populate(offset, len, step)
+    }
+    fn free_space(&self) -> std::io::Result<Option<u64>> {
+        self.inner.free_space()
+    }
+}
+
+impl tidemark::io::FileSystem for SyncWitness {
+    fn open(
+        &self,
+        path: &std::path::Path,
+        create: bool,
+    ) -> std::io::Result<std::sync::Arc<dyn tidemark::io::FileIo>> {
+        let f = self.inner.open(path, create)?;
+        if path.file_name().and_then(|n| n.to_str()) == Some(tidemark::DATA_FILE) {
+            return Ok(std::sync::Arc::new(WitnessedFile {
+                inner: f,
+                seen: self.seen.clone(),
+            }));
+        }
+        Ok(f)
+    }
+    fn create_dir_all(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn list(&self, dir: &std::path::Path) -> std::io::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.inner.remove(path)
+    }
+    fn sync_dir(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+}
+
+/// A checkpoint's flush of the data file runs on a thread of its own at
+/// the nice value asked for (19 by default), and the data it covers is
+/// durable: the database reopens with it. With `None`, the checkpointing
+/// thread flushes itself. Out-of-range values are refused.
+#[cfg(target_os = "linux")]
+#[test]
+fn checkpoint_flush_runs_on_a_low_priority_thread() {
+    for (nice, want) in [(None, None), (Some(19), Some(19)), (Some(12), Some(12))] {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let fs = std::sync::Arc::new(SyncWitness {
+            inner: tidemark::io::OsFileSystem,
+            seen: seen.clone(),
+        });
+        let mut b = small_builder().file_system(fs.clone());
+        if let Some(n) = nice {
+            b = b.checkpoint_flush_nice(Some(n));
+        } else {
+            b = b.checkpoint_flush_nice(None);
+        }
+        let db = b.open(dir.path()).unwrap();
+        let t = db.create_table("t").unwrap();
+        for i in 0..2000u32 {
+            t.put(i.to_be_bytes(), [7u8; 100]).unwrap();
+        }
+        seen.lock().unwrap().clear();
+        let info = db.checkpoint().unwrap();
+        assert!(info.pages_written > 0);
+        let syncs = std::mem::take(&mut *seen.lock().unwrap());
+        let here = std::thread::current().name().unwrap_or("").to_string();
+        let flushes: Vec<_> = syncs
+            .iter()
+            .filter(|(name, _)| name == "tidemark-ckpt-flush")
+            .collect();
+        // A thread cannot go below the nice value it was started with
+        // (a test run under `nice` starts above 0).
+        let base = syncs
+            .iter()
+            .find(|(name, _)| *name == here)
+            .map_or(0, |s| s.1);
+        match want {
+            Some(n) => {
+                assert_eq!(flushes.len(), 1, "nice {nice:?}: syncs {syncs:?}");
+                assert_eq!(flushes[0].1, n.max(base), "nice {nice:?}: syncs {syncs:?}");
+            }
+            None => assert!(flushes.is_empty(), "nice {nice:?}: syncs {syncs:?}"),
+        }
+        // The meta page's sync stays on the checkpointing thread.
+        assert!(
+            syncs.iter().any(|(name, _)| *name == here),
+            "nice {nice:?}: syncs {syncs:?}"
+        );
+        db.close().unwrap();
+        let db = small_builder().open(dir.path()).unwrap();
+        let t = db.open_table("t").unwrap();
+        for i in 0..2000u32 {
+            assert_eq!(
+                t.get(i.to_be_bytes()).unwrap().as_deref(),
+                Some(&[7u8; 100][..])
+            );
+        }
+    }
+    for bad in [-1, 20] {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            matches!(
+                small_builder()
+                    .checkpoint_flush_nice(Some(bad))
+                    .open(dir.path()),
+                Err(Error::InvalidOption(_))
+            ),
+            "nice {bad} accepted"
+        );
+    }
+}

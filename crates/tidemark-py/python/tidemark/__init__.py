@@ -987,7 +987,10 @@ class Database:
     cache), ``eviction_threads``, ``checkpoint_interval`` (seconds; 0 turns
     timed checkpoints off), ``checkpoint_log_size`` (bytes or string: a
     checkpoint starts once the log holds that much since the last one,
-    default 1 GiB; 0 turns that off), ``log_segment_size`` (bytes or
+    default 1 GiB; 0 turns that off), ``checkpoint_flush_nice`` (0 to 19,
+    default 19: the CPU priority, on Linux, of the thread that pushes a
+    checkpoint's writes to the device and syncs them; negative: the
+    checkpointing thread does it), ``log_segment_size`` (bytes or
     string),
     ``version_budget`` (percent of the cache old versions may hold),
     ``statistics_log`` (True: a line of every counter each 10 s in the
@@ -1010,6 +1013,7 @@ class Database:
         eviction_threads: Optional[int] = None,
         checkpoint_interval: Optional[float] = None,
         checkpoint_log_size: Union[int, str, None] = None,
+        checkpoint_flush_nice: Optional[int] = None,
         log_segment_size: Union[int, str, None] = None,
         version_budget: Optional[int] = None,
         statistics_log: Union[bool, Mapping] = True,
@@ -1035,6 +1039,7 @@ class Database:
             eviction_threads=eviction_threads,
             checkpoint_interval=checkpoint_interval,
             checkpoint_log_size=None if checkpoint_log_size is None else parse_size(checkpoint_log_size),
+            checkpoint_flush_nice=checkpoint_flush_nice,
             log_segment_size=None if log_segment_size is None else parse_size(log_segment_size),
             version_budget=version_budget,
             statistics_log=stats_on,

@@ -28,6 +28,7 @@ class Database:
         eviction_threads: Optional[int] = ...,
         checkpoint_interval: Optional[float] = ...,
         checkpoint_log_size: Optional[int] = ...,
+        checkpoint_flush_nice: Optional[int] = ...,
         log_segment_size: Optional[int] = ...,
         version_budget: Optional[int] = ...,
         statistics_log: bool = ...,
