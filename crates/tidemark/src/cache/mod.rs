@@ -1033,6 +1033,22 @@ mod tests {
         assert_eq!(read(&pool, &pager, 1), 3, "a write was lost");
     }
 
+    /// A pool of 64 frames with dirty target 0 and the dirty trigger given,
+    /// whose usage target leaves room (usage at or under the paced limit)
+    /// or none (every frame in use is over it).
+    fn pool_with_room(
+        room: bool,
+        dirty_trigger: usize,
+    ) -> (std::sync::Arc<BufferPool>, std::sync::Arc<Pager>) {
+        setup_cfg(PoolConfig {
+            frames: 64,
+            target: if room { 64 } else { 1 },
+            trigger: 64,
+            dirty_target: 0,
+            dirty_trigger,
+        })
+    }
+
     /// A dirty page not touched since the hand last passed is cleaned and
     /// kept while the cache has room (usage at or under the paced limit):
     /// evicting it would only read it back on its next use. Near the usage
@@ -1040,14 +1056,7 @@ mod tests {
     #[test]
     fn an_untouched_dirty_page_is_kept_cached_while_the_cache_has_room() {
         for room in [true, false] {
-            let (pool, pager) = setup_cfg(PoolConfig {
-                frames: 64,
-                // No room: every frame in use is over the paced limit.
-                target: if room { 64 } else { 1 },
-                trigger: 64,
-                dirty_target: 0,
-                dirty_trigger: 64,
-            });
+            let (pool, pager) = pool_with_room(room, 64);
             bump(&pool, &pager, 1);
             for f in pool.frames.iter() {
                 f.referenced.store(false, Ordering::SeqCst);
@@ -1087,14 +1096,7 @@ mod tests {
     #[test]
     fn application_threads_leave_hot_dirty_pages_when_the_cache_has_room() {
         for room in [true, false] {
-            let (pool, pager) = setup_cfg(PoolConfig {
-                frames: 64,
-                // No room: every frame in use is over the paced limit.
-                target: if room { 64 } else { 1 },
-                trigger: 64,
-                dirty_target: 0,
-                dirty_trigger: 0,
-            });
+            let (pool, pager) = pool_with_room(room, 0);
             bump(&pool, &pager, 1);
             read(&pool, &pager, 1); // referenced
             let used = pool.used.load(Ordering::SeqCst);
