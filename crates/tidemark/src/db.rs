@@ -187,9 +187,8 @@ impl Builder {
     /// 99th-percentile latency during a checkpoint was 4.5 times its
     /// latency without one, against 2.3 times with this default; the
     /// checkpoint took a third longer: BENCHMARKS.md, "Checkpoint flush at
-    /// low priority"). `None` runs it on the
-    /// checkpointing thread itself. Linux only; elsewhere the thread runs
-    /// at its normal priority.
+    /// low priority"). `None` runs it on the checkpointing thread itself.
+    /// Linux only; elsewhere the thread runs at its normal priority.
     pub fn checkpoint_flush_nice(mut self, nice: Option<i32>) -> Self {
         self.checkpoint_flush_nice = nice;
         self

@@ -73,8 +73,6 @@ fn extend_to(f: &(impl FileIo + ?Sized), len: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// A file offset or length as the `off_t` the system calls take.
-#[cfg(target_os = "linux")]
 /// Lowers the calling thread's CPU priority to nice value `nice` (19 is the
 /// lowest). On Linux a nice value belongs to a thread; elsewhere the same
 /// call would set the whole process's, so nothing is done there. Raising
@@ -110,6 +108,8 @@ pub(crate) fn thread_nice() -> i32 {
     }
 }
 
+/// A file offset or length as the `off_t` the system calls take.
+#[cfg(target_os = "linux")]
 fn off_t(v: u64) -> io::Result<i64> {
     i64::try_from(v)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset beyond i64"))

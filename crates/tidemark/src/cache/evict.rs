@@ -119,7 +119,7 @@ pub(crate) enum Relief {
 /// under [`paced_usage_limit`]) it is cleaned and kept too, since evicting
 /// it frees a frame nobody needs and only makes its next use a read (a
 /// random-insert load of a table a 1 GiB cache holds read back 84,000
-/// leaves and wrote 2.7 times the bytes; usage eviction still takes such
+/// leaves and wrote 2.6 times the bytes; usage eviction still takes such
 /// pages, clean and cheap, once the cache nears its target). Clean pages
 /// are passed over.
 ///
