@@ -224,8 +224,8 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
 /// is held, so a thread of low priority holds up no one but the
 /// checkpoint), and at normal priority it took writers' cores from them:
 /// on 2 cores, a writer's 99th-percentile latency during a checkpoint of
-/// 627 MB was 4.5 times its latency without one, and 2.3 times with this
-/// step at nice 19 (medians of 11 runs; BENCHMARKS.md, "Checkpoint flush
+/// 627 MB was 4.5 times its latency without one, and 2.2 times with this
+/// step at nice 19 (medians of 13 and 17 runs; BENCHMARKS.md, "Checkpoint flush
 /// at low priority"). The nice value of a thread can be raised but not
 /// lowered back without privilege, hence a thread for the step rather
 /// than the caller's own. If no thread can be started, the caller

@@ -185,7 +185,7 @@ impl Builder {
     /// running it behind them delays no one but the checkpoint; at normal
     /// priority it takes a share of their cores (on 2 cores, a writer's
     /// 99th-percentile latency during a checkpoint was 4.5 times its
-    /// latency without one, against 2.3 times with this default; the
+    /// latency without one, against 2.2 times with this default; the
     /// checkpoint took a third longer: BENCHMARKS.md, "Checkpoint flush at
     /// low priority"). `None` runs it on the checkpointing thread itself.
     /// Linux only; elsewhere the thread runs at its normal priority.

@@ -503,13 +503,11 @@ fn checkpoint_flush_runs_on_a_low_priority_thread() {
             inner: tidemark::io::OsFileSystem,
             seen: seen.clone(),
         });
-        let mut b = small_builder().file_system(fs.clone());
-        if let Some(n) = nice {
-            b = b.checkpoint_flush_nice(Some(n));
-        } else {
-            b = b.checkpoint_flush_nice(None);
-        }
-        let db = b.open(dir.path()).unwrap();
+        let db = small_builder()
+            .file_system(fs)
+            .checkpoint_flush_nice(nice)
+            .open(dir.path())
+            .unwrap();
         let t = db.create_table("t").unwrap();
         for i in 0..2000u32 {
             t.put(i.to_be_bytes(), [7u8; 100]).unwrap();
