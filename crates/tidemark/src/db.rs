@@ -1,7 +1,7 @@
 //! The public API: [`Builder`], [`Database`], [`Table`], [`WriteBatch`],
 //! [`Range`].
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -594,6 +594,37 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
     }
     Ok(())
 }
+/// The root of each table a write batch names, looked up once per table.
+/// A batch names few tables, and a short list searched in order costs less
+/// than a map and copies no name; past [`BatchRoots::FEW`] tables a map
+/// takes over, so a batch over many tables is not quadratic.
+#[derive(Default)]
+struct BatchRoots<'a> {
+    few: Vec<(&'a str, u64)>,
+    many: HashMap<&'a str, u64>,
+}
+
+impl<'a> BatchRoots<'a> {
+    const FEW: usize = 16;
+
+    fn get(&self, table: &str) -> Option<u64> {
+        if self.many.is_empty() {
+            self.few.iter().find(|(t, _)| *t == table).map(|&(_, r)| r)
+        } else {
+            self.many.get(table).copied()
+        }
+    }
+
+    fn insert(&mut self, table: &'a str, root: u64) {
+        if self.many.is_empty() && self.few.len() < Self::FEW {
+            self.few.push((table, root));
+        } else {
+            self.many.extend(self.few.drain(..));
+            self.many.insert(table, root);
+        }
+    }
+}
+
 impl Database {
     /// Opens or creates the database at `path` with default options.
     pub fn open(path: impl AsRef<Path>) -> Result<Database> {
@@ -774,13 +805,20 @@ impl Database {
             let o = &self.engine().ops;
             bump(&o.batches);
             for op in &batch.ops {
-                let (kind, ops) = match op {
-                    Op::Put { table, .. } => (&o.puts, o.table(table)),
-                    Op::Delete { table, .. } => (&o.deletes, o.table(table)),
-                    Op::Insert { collection, .. } => (&o.doc_inserts, o.collection(collection)),
-                };
-                bump(kind);
-                bump(&ops.writes);
+                match op {
+                    Op::Put { table, .. } => {
+                        bump(&o.puts);
+                        o.table_write(table);
+                    }
+                    Op::Delete { table, .. } => {
+                        bump(&o.deletes);
+                        o.table_write(table);
+                    }
+                    Op::Insert { collection, .. } => {
+                        bump(&o.doc_inserts);
+                        o.collection_write(collection);
+                    }
+                }
             }
         }
         r
@@ -822,32 +860,41 @@ impl Database {
             Some(stripes),
             batch.durability.unwrap_or(self.inner.durability),
             |e| {
-                let mut roots = std::collections::HashMap::new();
+                let mut roots = BatchRoots::default();
                 for op in &batch.ops {
                     let table = match op {
                         Op::Put { table, .. } | Op::Delete { table, .. } => table,
                         Op::Insert { collection, .. } => collection,
                     };
-                    if !roots.contains_key(table) {
+                    if roots.get(table).is_none() {
                         let root = e
                             .lookup_root(table.as_bytes())?
                             .ok_or_else(|| Error::TableNotFound(table.clone()))?;
-                        roots.insert(table.clone(), root);
+                        roots.insert(table, root);
                     }
                 }
                 Ok(roots)
             },
             |e, roots, ts| {
+                let root_of = |table: &str| {
+                    roots
+                        .get(table)
+                        .ok_or_else(|| Error::TableNotFound(table.to_string()))
+                };
                 for op in &batch.ops {
                     match op {
                         Op::Put { table, key, value } => e.apply_put(
-                            roots[table],
+                            root_of(table)?,
                             key,
                             value,
                             ts.map(|t| (t, table.as_bytes())),
                         )?,
                         Op::Delete { table, key } => {
-                            e.apply_delete(roots[table], key, ts.map(|t| (t, table.as_bytes())))?;
+                            e.apply_delete(
+                                root_of(table)?,
+                                key,
+                                ts.map(|t| (t, table.as_bytes())),
+                            )?;
                         }
                         Op::Insert { .. } => {}
                     }

@@ -41,7 +41,33 @@ fn named(map: &parking_lot::RwLock<HashMap<String, Arc<NamedOps>>>, name: &str) 
     map.write().entry(name.to_string()).or_default().clone()
 }
 
+/// Counts `what` of the table or collection `name` without taking a
+/// reference to its counters (a commit that only counts has no use for
+/// one, and its two atomic updates on a line every writer shares cost more
+/// than the count).
+fn count_named(
+    map: &parking_lot::RwLock<HashMap<String, Arc<NamedOps>>>,
+    name: &str,
+    what: impl Fn(&NamedOps) -> &AtomicU64,
+) {
+    if let Some(o) = map.read().get(name) {
+        bump(what(o));
+        return;
+    }
+    bump(what(map.write().entry(name.to_string()).or_default()));
+}
+
 impl OpCounters {
+    /// Counts one write to table `name`.
+    pub(crate) fn table_write(&self, name: &str) {
+        count_named(&self.tables, name, |o| &o.writes);
+    }
+
+    /// Counts one write to collection `name`.
+    pub(crate) fn collection_write(&self, name: &str) {
+        count_named(&self.collections, name, |o| &o.writes);
+    }
+
     /// The counters of table `name` (made on first use).
     pub(crate) fn table(&self, name: &str) -> Arc<NamedOps> {
         named(&self.tables, name)

@@ -562,3 +562,57 @@ fn checkpoint_flush_runs_on_a_low_priority_thread() {
         );
     }
 }
+
+/// A batch over more tables than the short list of roots holds (the
+/// write path switches to a map past 16) applies every operation to its
+/// own table, a missing table anywhere in it applies nothing, and the
+/// per-table write counters count each operation once, including tables
+/// this process never opened a handle to.
+#[test]
+fn batches_over_many_tables_apply_to_each_and_count_per_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..40).map(|i| format!("t{i:02}")).collect();
+    {
+        let db = small_builder().open(dir.path()).unwrap();
+        for n in &names {
+            db.create_table(n).unwrap();
+        }
+        db.close().unwrap();
+    }
+    let db = small_builder().open(dir.path()).unwrap();
+    let mut b = WriteBatch::new();
+    // Interleaved: every table comes back after all the others.
+    for round in 0..3u8 {
+        for (i, n) in names.iter().enumerate() {
+            b.put(n, [round], [i as u8, round]);
+        }
+    }
+    b.delete(&names[39], [1u8]);
+    db.write(&b).unwrap();
+    for (i, n) in names.iter().enumerate() {
+        let t = db.open_table(n).unwrap();
+        for round in 0..3u8 {
+            let want = (i != 39 || round != 1).then(|| vec![i as u8, round]);
+            assert_eq!(t.get([round]).unwrap(), want, "{n} key {round}");
+        }
+    }
+    let s = db.stats();
+    for n in &names {
+        let named = s.tables.iter().find(|t| &t.name == n).expect("counted");
+        let want = if n == "t39" { 4 } else { 3 };
+        assert_eq!(named.writes, want, "{n}");
+    }
+    assert_eq!(s.ops_put, 120);
+    assert_eq!(s.ops_delete, 1);
+
+    // One unknown table among many: a typed error and nothing applied.
+    let mut bad = WriteBatch::new();
+    for n in &names {
+        bad.put(n, b"late", b"x");
+    }
+    bad.put("nope", b"late", b"x");
+    assert!(matches!(db.write(&bad), Err(Error::TableNotFound(t)) if t == "nope"));
+    for n in &names {
+        assert_eq!(db.open_table(n).unwrap().get(b"late").unwrap(), None);
+    }
+}

@@ -166,6 +166,13 @@ pub(crate) fn search(buf: &[u8], key_: &[u8]) -> Result<usize, usize> {
     let (mut lo, mut hi) = (0usize, page::count(buf));
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
+        // Each probe's time is mostly the cache miss on its cell (a leaf
+        // of a table the CPU caches do not hold): start loading the cells
+        // of both possible next probes while this one compares.
+        if hi - lo > 2 {
+            prefetch_cell(buf, lo + (mid - lo) / 2);
+            prefetch_cell(buf, mid + 1 + (hi - mid - 1) / 2);
+        }
         match key(buf, mid).cmp(key_) {
             std::cmp::Ordering::Less => lo = mid + 1,
             std::cmp::Ordering::Greater => hi = mid,
@@ -173,6 +180,31 @@ pub(crate) fn search(buf: &[u8], key_: &[u8]) -> Result<usize, usize> {
         }
     }
     Err(lo)
+}
+
+/// Asks the CPU to start loading the cell of slot `i` (a hint: no effect
+/// on results, nothing loaded if the slot does not point into `buf`).
+#[inline]
+fn prefetch_cell(buf: &[u8], i: usize) {
+    let at = HEADER_SIZE + i * SLOT;
+    let Some(s) = buf.get(at..at + 2) else {
+        return;
+    };
+    let off = usize::from(u16::from_le_bytes([s[0], s[1]]));
+    if let Some(cell) = buf.get(off) {
+        #[cfg(target_arch = "x86_64")]
+        #[allow(unsafe_code)]
+        // SAFETY: a prefetch is a hint that never faults and reads or
+        // writes nothing the program sees; `cell` is a live reference into
+        // `buf` in any case.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                std::ptr::from_ref(cell).cast::<i8>(),
+            );
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = cell;
+    }
 }
 
 /// Index of the child of a branch whose range holds `key`.
