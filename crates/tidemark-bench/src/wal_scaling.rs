@@ -4,17 +4,18 @@
 //! `Fsync` and one record per commit. Commits overwrite random keys of a
 //! table prefilled with [`KEYS`] keys (about 25 MB, cached), so every point
 //! measures the same steady state; with a growing table, later (larger N)
-//! points would pay for a bigger tree and look like negative scaling. Printed per N: commits/s and commits
-//! per fsync. The `Fsync` target (64 threads against 1) is then measured
-//! again in paired rounds, 1 thread and 64 back to back, and the median of
-//! the rounds' ratios is the figure: the sweep's two points run 24 s apart,
-//! and on these machines the time of one `fdatasync`, which sets the
-//! 1-thread rate, drifts from minute to minute (5.5k to 8.9k commits/s at
-//! 1 thread in three runs of one hour) while the 64-thread rate, bound by
-//! the two cores, moves far less. SQLite in WAL mode (one connection per thread, as its
-//! documentation recommends for concurrent writers, `BEGIN IMMEDIATE` and a
-//! busy timeout) runs the same work in the same run; `synchronous=OFF`
-//! stands for `Write` (handed to the OS), `synchronous=FULL` for `Fsync`.
+//! points would pay for a bigger tree and look like negative scaling.
+//! Printed per N: commits/s and commits per fsync. The `Fsync` target (64
+//! threads against 1) is then measured again in paired rounds, 1 thread and
+//! 64 back to back, and the median of the rounds' ratios is the figure: the
+//! sweep's two points run 24 s apart, and on these machines the time of one
+//! `fdatasync`, which sets the 1-thread rate, drifts from minute to minute
+//! (5.5k to 8.9k commits/s at 1 thread in three runs of one hour) while the
+//! 64-thread rate, bound by the two cores, moves far less. SQLite in WAL
+//! mode (one connection per thread, as its documentation recommends for
+//! concurrent writers, `BEGIN IMMEDIATE` and a busy timeout) runs the same
+//! work in the same run; `synchronous=OFF` stands for `Write` (handed to
+//! the OS), `synchronous=FULL` for `Fsync`.
 //! RocksDB is not built here: its C++ takes over 30 minutes on these 2
 //! cores, so the fallback (SQLite) is used.
 

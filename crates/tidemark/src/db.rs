@@ -594,6 +594,7 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
     }
     Ok(())
 }
+
 /// The root of each table a write batch names, looked up once per table.
 /// A batch names few tables, and a short list searched in order costs less
 /// than a map and copies no name; past [`BatchRoots::FEW`] tables a map
