@@ -34,11 +34,21 @@ pub(crate) struct NamedOps {
     pub(crate) scans: AtomicU64,
 }
 
-fn named(map: &parking_lot::RwLock<HashMap<String, Arc<NamedOps>>>, name: &str) -> Arc<NamedOps> {
+/// Runs `f` on the counters of the table or collection `name` in `map`,
+/// making them on first use; under the read lock when they exist.
+fn with_named<R>(
+    map: &parking_lot::RwLock<HashMap<String, Arc<NamedOps>>>,
+    name: &str,
+    f: impl Fn(&Arc<NamedOps>) -> R,
+) -> R {
     if let Some(o) = map.read().get(name) {
-        return o.clone();
+        return f(o);
     }
-    map.write().entry(name.to_string()).or_default().clone()
+    f(map.write().entry(name.to_string()).or_default())
+}
+
+fn named(map: &parking_lot::RwLock<HashMap<String, Arc<NamedOps>>>, name: &str) -> Arc<NamedOps> {
+    with_named(map, name, Arc::clone)
 }
 
 /// Counts `what` of the table or collection `name` without taking a
@@ -50,11 +60,7 @@ fn count_named(
     name: &str,
     what: impl Fn(&NamedOps) -> &AtomicU64,
 ) {
-    if let Some(o) = map.read().get(name) {
-        bump(what(o));
-        return;
-    }
-    bump(what(map.write().entry(name.to_string()).or_default()));
+    with_named(map, name, |o| bump(what(o)));
 }
 
 impl OpCounters {

@@ -182,16 +182,12 @@ pub(crate) fn search(buf: &[u8], key_: &[u8]) -> Result<usize, usize> {
     Err(lo)
 }
 
-/// Asks the CPU to start loading the cell of slot `i` (a hint: no effect
-/// on results, nothing loaded if the slot does not point into `buf`).
+/// Asks the CPU to start loading the cell of slot `i`, one of the page's
+/// `count` slots (a hint: no effect on results, nothing loaded if the
+/// slot does not point into `buf`).
 #[inline]
 fn prefetch_cell(buf: &[u8], i: usize) {
-    let at = HEADER_SIZE + i * SLOT;
-    let Some(s) = buf.get(at..at + 2) else {
-        return;
-    };
-    let off = usize::from(u16::from_le_bytes([s[0], s[1]]));
-    if let Some(cell) = buf.get(off) {
+    if let Some(cell) = buf.get(slot(buf, i)) {
         #[cfg(target_arch = "x86_64")]
         #[allow(unsafe_code)]
         // SAFETY: a prefetch is a hint that never faults and reads or
