@@ -77,9 +77,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let workers: Vec<_> = (0..a.threads)
         .map(|w| {
             let (t, done) = (t.clone(), done.clone());
-            std::thread::spawn(move || -> tidemark::Result<u64> {
+            std::thread::spawn(move || -> tidemark::Result<Vec<u64>> {
                 let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed + w as u64);
-                let mut worst = 0u64;
+                // Worst insert (ns) of each second since the start, by
+                // the second the insert began in.
+                let mut worst: Vec<u64> = Vec::new();
                 let mut value = [0u8; VALUE_LEN];
                 for _ in 0..per_thread {
                     let k: u64 = rng.gen();
@@ -87,17 +89,33 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                     rng.fill(&mut value[..]);
                     let t0 = Instant::now();
                     t.put(key.as_bytes(), value)?;
-                    worst = worst.max(t0.elapsed().as_nanos() as u64);
+                    let ns = t0.elapsed().as_nanos() as u64;
+                    let sec = t0.duration_since(start).as_secs() as usize;
+                    if worst.len() <= sec {
+                        worst.resize(sec + 1, 0);
+                    }
+                    worst[sec] = worst[sec].max(ns);
                     done.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(worst)
             })
         })
         .collect();
-    let mut worst_ns = 0;
+    let mut worst_by_sec: Vec<u64> = Vec::new();
     for w in workers {
-        worst_ns = worst_ns.max(w.join().map_err(|_| msg("writer panicked"))??);
+        let v = w.join().map_err(|_| msg("writer panicked"))??;
+        if worst_by_sec.len() < v.len() {
+            worst_by_sec.resize(v.len(), 0);
+        }
+        for (acc, x) in worst_by_sec.iter_mut().zip(v) {
+            *acc = (*acc).max(x);
+        }
     }
+    let worst_ns = worst_by_sec.iter().copied().max().unwrap_or(0);
+    let worst_ms: Vec<f64> = worst_by_sec
+        .iter()
+        .map(|&ns| (ns as f64 / 1e4).round() / 100.0)
+        .collect();
     let elapsed = start.elapsed();
     stop.store(true, Ordering::Relaxed);
     let windows = sampler.join().map_err(|_| msg("sampler panicked"))?;
@@ -123,6 +141,14 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "per-second inserts: {}",
             full.iter()
                 .map(|w| format!("{w:.0}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        println!(
+            "per-second worst insert ms: {}",
+            worst_ms
+                .iter()
+                .map(|w| format!("{w:.1}"))
                 .collect::<Vec<_>>()
                 .join(" ")
         );
@@ -183,7 +209,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let figures = json!({
         "records": per_thread * a.threads, "threads": a.threads, "cache_mb": a.cache_mb, "dataset_mb": a.dataset_mb,
         "elapsed_s": elapsed.as_secs_f64(), "ops_per_s": ops_per_s, "windows": full, "median_window": med, "min_window": min,
-        "max_latency_ms": worst_ns as f64 / 1e6, "peak_cache_pct": peak_pct, "examined_per_evicted": examined_per_evicted,
+        "max_latency_ms": worst_ns as f64 / 1e6, "worst_ms_by_second": worst_ms, "peak_cache_pct": peak_pct, "examined_per_evicted": examined_per_evicted,
         "app_thread_evictions": s.app_thread_evictions, "max_cache_wait_ms": s.max_cache_wait_us as f64 / 1000.0,
         "bytes_written_per_user_byte": amp, "checkpoints": s.checkpoints, "quick": a.quick,
     });

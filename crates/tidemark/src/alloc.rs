@@ -199,6 +199,12 @@ impl BlockAlloc {
         self.inner.lock().hint = META_BLOCKS;
     }
 
+    /// One past the highest block ever handed out: where allocations
+    /// that find no free block extend the file.
+    pub(crate) fn high_water(&self) -> u64 {
+        self.inner.lock().nblocks
+    }
+
     /// Blocks in use (meta, referenced, and in limbo).
     pub(crate) fn used(&self) -> u64 {
         self.used.load(Ordering::Acquire)

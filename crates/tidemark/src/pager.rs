@@ -11,6 +11,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
@@ -28,6 +29,82 @@ const GROW_MIN_BLOCKS: u64 = 1024;
 /// Blocks [`Pager::prepare_ahead`] populates per call (4 MiB), so that the
 /// preparing thread checks for shutdown often.
 const PREPARE_STEP_BLOCKS: u64 = 256;
+
+/// Room within this many blocks (64 MiB) past the highest block handed out
+/// is populated without pacing: allocations that find no free block take
+/// it next.
+const POPULATE_URGENT_BLOCKS: u64 = 4096;
+
+/// Time constant, in seconds, of the file's growth rate that paces
+/// population ([`PopulatePace`]).
+const POPULATE_TAU_S: f64 = 10.0;
+
+/// Population runs at this multiple of the file's recent growth rate, so
+/// that it catches up with growth and then waits for more.
+const POPULATE_PACE_MARGIN: f64 = 1.25;
+
+/// Lowest pace of population, in blocks a second (4 MiB/s).
+const POPULATE_FLOOR_BLOCKS_S: f64 = 256.0;
+
+/// Smallest grant of the paced population (1 MiB), so each call does a
+/// worthwhile amount.
+const POPULATE_MIN_GRANT: u64 = 64;
+
+/// Paces [`Pager::prepare_ahead`]'s population of grown room. Populating a
+/// block costs its page-cache memory being taken and zeroed: on the VMs the
+/// benchmarks run on, about 3.5 s of CPU per GB for memory the guest has
+/// not touched lately. The file grows by an eighth at a time (hundreds of
+/// megabytes for a large file), and populating a whole step at once took
+/// most of a core for a second or more from writers already using both
+/// (BENCHMARKS.md, cache-pressure, "Population paced by the file's
+/// growth"). Paced, the same work is spread over the seconds between
+/// growth steps.
+#[derive(Debug)]
+struct PopulatePace {
+    at: Instant,
+    /// The file's length, in blocks, at the last call.
+    have: u64,
+    /// The file's growth, in blocks a second, weighted exponentially over
+    /// [`POPULATE_TAU_S`].
+    rate: f64,
+    /// Blocks that may be populated now, at most one step.
+    credit: f64,
+}
+
+impl PopulatePace {
+    fn new(have: u64, now: Instant) -> Self {
+        PopulatePace {
+            at: now,
+            have,
+            rate: 0.0,
+            credit: 0.0,
+        }
+    }
+
+    /// Blocks that may be populated now, given the file's length `have`;
+    /// `urgent` grants a whole step whatever the pace.
+    fn grant(&mut self, have: u64, now: Instant, urgent: bool) -> u64 {
+        let dt = now.saturating_duration_since(self.at).as_secs_f64();
+        self.at = now;
+        let grown = have.saturating_sub(self.have);
+        self.have = have;
+        self.rate = self.rate * (-dt / POPULATE_TAU_S).exp() + grown as f64 / POPULATE_TAU_S;
+        let pace = (self.rate * POPULATE_PACE_MARGIN).max(POPULATE_FLOOR_BLOCKS_S);
+        let step = PREPARE_STEP_BLOCKS as f64;
+        self.credit = (self.credit + dt * pace).min(step);
+        if urgent {
+            self.credit = (self.credit - step).max(0.0);
+            return PREPARE_STEP_BLOCKS;
+        }
+        // At most one step, and whole blocks: the credit is below `step`.
+        let n = self.credit as u64;
+        if n < POPULATE_MIN_GRANT {
+            return 0;
+        }
+        self.credit -= n as f64;
+        n
+    }
+}
 
 thread_local! {
     /// Each thread's buffer for packing the node pages it writes (taken
@@ -178,6 +255,7 @@ pub(crate) struct Pager {
     /// Blocks below this are in the file and were either there at open or
     /// have been populated by [`Pager::prepare_ahead`].
     populated: AtomicU64,
+    pace: Mutex<PopulatePace>,
     /// Free blocks the last write admission asked for (see
     /// [`Pager::ensure_space`]); allocations keep half as much again
     /// ahead, so writers seldom grow the file themselves.
@@ -228,6 +306,7 @@ impl Pager {
             grow: Mutex::new(()),
             stored: StoredLens::new(),
             populated: AtomicU64::new(file_blocks),
+            pace: Mutex::new(PopulatePace::new(file_blocks, Instant::now())),
             reserve: AtomicU64::new(0),
             pids: Mutex::new(PidFree {
                 free: free_pids,
@@ -513,9 +592,13 @@ impl Pager {
     ///    [`PREPARE_STEP_BLOCKS`] blocks of room grown since open
     ///    ([`FileIo::populate`]), so the first write of each new block is
     ///    an overwrite of cached memory instead of an allocation made
-    ///    under the file's write lock.
+    ///    under the file's write lock. Room within
+    ///    [`POPULATE_URGENT_BLOCKS`] of the highest block handed out is
+    ///    populated at once; room beyond it at the pace of the file's
+    ///    growth ([`PopulatePace`]).
     ///
-    /// Returns whether there is more to do.
+    /// Returns whether there is more to do at once; `false` also when the
+    /// pace asks to wait.
     pub(crate) fn prepare_ahead(&self) -> Result<bool> {
         let page = PAGE_SIZE as u64;
         let r = self.reserve.load(Ordering::Relaxed);
@@ -543,16 +626,24 @@ impl Pager {
         }
         let have = self.file_blocks.load(Ordering::Acquire);
         let from = self.populated.load(Ordering::Acquire);
-        if from >= have {
+        // Room close to where allocation extends the file is populated at
+        // once; the rest at the pace of the file's growth.
+        let urgent = from
+            < self
+                .alloc
+                .high_water()
+                .saturating_add(POPULATE_URGENT_BLOCKS);
+        let grant = self.pace.lock().grant(have, Instant::now(), urgent);
+        if from >= have || grant == 0 {
             return Ok(false);
         }
-        let to = have.min(from + PREPARE_STEP_BLOCKS);
+        let to = have.min(from + grant);
         self.file.populate(from * page, (to - from) * page, page)?;
         // A shrink meanwhile lowered `populated` to the new length: keep it.
         let _ = self
             .populated
             .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire);
-        Ok(to < have)
+        Ok(urgent && to < have)
     }
 
     /// Preallocates the file to at least `need` blocks, by the usual step
@@ -813,6 +904,72 @@ mod tests {
         let (_, after) = p.shrink_to_used().unwrap();
         while p.prepare_ahead().unwrap() {}
         assert_eq!(p.file_blocks(), after);
+    }
+
+    #[test]
+    fn population_far_ahead_of_allocation_is_paced_not_done_at_once() {
+        let page = PAGE_SIZE as u64;
+        let (f, p) = pager(0);
+        let mut buf = vec![0u8; PAGE_SIZE];
+        for _ in 0..100 {
+            p.write_new_block(&mut buf, true).unwrap();
+        }
+        // An admission asked for far more room than allocation has reached.
+        p.ensure_space(40_000).unwrap();
+        let len = p.file_blocks();
+        assert!(len > 40_000);
+        while p.prepare_ahead().unwrap() {}
+        let done = |f: &Arc<Recorder>| f.populated.lock().last().map_or(0, |r| r.1) / page;
+        let urgent = p.alloc.high_water() + POPULATE_URGENT_BLOCKS;
+        // The room next to allocation at once, and at most a step more.
+        assert!(done(&f) >= urgent, "{} < {urgent}", done(&f));
+        assert!(done(&f) < urgent + 2 * PREPARE_STEP_BLOCKS, "{}", done(&f));
+        // Allocation moving on makes the room next to it urgent again.
+        for _ in 0..3000 {
+            p.write_new_block(&mut buf, true).unwrap();
+        }
+        while p.prepare_ahead().unwrap() {}
+        assert!(done(&f) >= p.alloc.high_water() + POPULATE_URGENT_BLOCKS);
+        let ranges = f.populated.lock().clone();
+        assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0), "{ranges:?}");
+    }
+
+    #[test]
+    fn the_pace_follows_growth_without_bursts() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        let mut pace = PopulatePace::new(1000, t0);
+        // Nothing grown: only the floor, 4 MiB/s, granted a tick at a time.
+        let mut granted = 0;
+        for tick in 1..=50 {
+            let g = pace.grant(1000, at(tick * 20), false);
+            assert!(g <= PREPARE_STEP_BLOCKS);
+            granted += g;
+        }
+        let floor = POPULATE_FLOOR_BLOCKS_S as u64;
+        assert!(
+            granted <= floor && granted >= floor - POPULATE_MIN_GRANT,
+            "{granted}"
+        );
+        // The file grows by 20,000 blocks in one step: the pace rises to
+        // follow it, spread over the seconds after rather than at once.
+        let mut first_second = 0;
+        let mut total = 0;
+        for tick in 51..=50 + 10 * 50 {
+            let g = pace.grant(21_000, at(tick * 20), false);
+            if tick <= 100 {
+                first_second += g;
+            }
+            total += g;
+        }
+        assert!(
+            first_second < 5_000,
+            "{first_second} blocks in the first second"
+        );
+        assert!(total > 12_000, "{total} blocks in ten seconds");
+        // Urgent room is granted a whole step whatever the credit.
+        assert_eq!(pace.grant(21_000, at(10_000), true), PREPARE_STEP_BLOCKS);
+        assert_eq!(pace.grant(21_000, at(10_000), true), PREPARE_STEP_BLOCKS);
     }
 
     #[test]
