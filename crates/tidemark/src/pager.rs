@@ -626,13 +626,17 @@ impl Pager {
         }
         let have = self.file_blocks.load(Ordering::Acquire);
         let from = self.populated.load(Ordering::Acquire);
-        // Room close to where allocation extends the file is populated at
-        // once; the rest at the pace of the file's growth.
+        // Room allocation will soon take is populated at once: the blocks
+        // next to where it extends the file, and as many more as the
+        // admitted reserve asks beyond the free blocks below that point
+        // (a checkpoint of that many dirty pages would take them all in a
+        // second or two). The rest at the pace of the file's growth.
+        let high = self.alloc.high_water();
+        let soon = r.saturating_sub(high.saturating_sub(self.alloc.used()));
         let urgent = from
-            < self
-                .alloc
-                .high_water()
-                .saturating_add(POPULATE_URGENT_BLOCKS);
+            < high
+                .saturating_add(POPULATE_URGENT_BLOCKS)
+                .saturating_add(soon);
         let grant = self.pace.lock().grant(have, Instant::now(), urgent);
         if from >= have || grant == 0 {
             return Ok(false);
@@ -914,8 +918,10 @@ mod tests {
         for _ in 0..100 {
             p.write_new_block(&mut buf, true).unwrap();
         }
-        // An admission asked for far more room than allocation has reached.
+        // An admission asked for far more room than allocation has reached,
+        // then a later one for little: the file keeps its length.
         p.ensure_space(40_000).unwrap();
+        p.ensure_space(10).unwrap();
         let len = p.file_blocks();
         assert!(len > 40_000);
         while p.prepare_ahead().unwrap() {}
@@ -929,7 +935,19 @@ mod tests {
             p.write_new_block(&mut buf, true).unwrap();
         }
         while p.prepare_ahead().unwrap() {}
-        assert!(done(&f) >= p.alloc.high_water() + POPULATE_URGENT_BLOCKS);
+        let high = p.alloc.high_water();
+        assert!(done(&f) >= high + POPULATE_URGENT_BLOCKS);
+        assert!(done(&f) < len);
+        // A reserve as large as a big dirty set, with no free blocks below
+        // `high` to take it: all of it is populated at once.
+        assert_eq!(high, p.alloc.used());
+        p.ensure_space(20_000).unwrap();
+        while p.prepare_ahead().unwrap() {}
+        assert!(
+            done(&f) >= high + POPULATE_URGENT_BLOCKS + 20_000,
+            "{}",
+            done(&f)
+        );
         let ranges = f.populated.lock().clone();
         assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0), "{ranges:?}");
     }
