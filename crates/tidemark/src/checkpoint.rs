@@ -60,6 +60,12 @@ pub(crate) struct CheckpointCounters {
     pub(crate) max_ns: AtomicU64,
     pub(crate) pages_written: AtomicU64,
     pub(crate) running: AtomicU64,
+    /// Write-backs of the data file between checkpoints
+    /// ([`write_back`]).
+    pub(crate) write_backs: AtomicU64,
+    /// The pager's `bytes_written` when the data file was last synced:
+    /// a write-back with nothing new to sync is skipped.
+    pub(crate) synced_bytes: AtomicU64,
     /// Nice value of the thread that flushes the data file for a
     /// checkpoint (`Builder::checkpoint_flush_nice`); `None`: the
     /// checkpointing thread flushes it itself.
@@ -256,9 +262,37 @@ fn flush(e: &Engine) -> Result<()> {
 
 /// [`flush`] on the calling thread.
 fn flush_here(e: &Engine) -> Result<()> {
+    let written = e.pager.counters.bytes_written.load(Ordering::Relaxed);
     write_back_paced(e)?;
     e.pager.file.sync_data()?;
+    e.ckpt.synced_bytes.store(written, Ordering::Relaxed);
     Ok(())
+}
+
+/// Between checkpoints: the data file's cached writes pushed to the device
+/// and synced, as a checkpoint's [`flush`] does (4 MiB steps, then
+/// `fdatasync`, at low priority), so that the kernel's own write-back
+/// never finds the file's dirty data expired (`vm.dirty_expire_centisecs`)
+/// and queues all of it at once (`Builder::write_back_interval`). Nothing
+/// becomes durable by this: the meta page still names the last
+/// checkpoint. Skipped if nothing was written since the last sync; never
+/// beside a checkpoint. A failure stops writes: the error of a failed
+/// `fdatasync` is reported once, and a later checkpoint's sync could then
+/// succeed over pages the kernel dropped.
+pub(crate) fn write_back(e: &Engine) -> Result<bool> {
+    let _durable = e.durable.lock();
+    e.pager.check_writable()?;
+    let written = e.pager.counters.bytes_written.load(Ordering::Relaxed);
+    if written == e.ckpt.synced_bytes.load(Ordering::Relaxed) {
+        return Ok(false);
+    }
+    if let Err(err) = flush(e) {
+        e.pager
+            .stop_writes(&format!("writing the data file back failed: {err}"));
+        return Err(err);
+    }
+    e.ckpt.write_backs.fetch_add(1, Ordering::Relaxed);
+    Ok(true)
 }
 
 /// Bytes the checkpoint hands to the device per step before its fsync.

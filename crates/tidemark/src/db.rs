@@ -31,6 +31,11 @@ use crate::wal::{Durability, Ticket, DEFAULT_SEGMENT_SIZE};
 pub const MAX_VALUE_SIZE: usize = 16 * 1024 * 1024;
 /// Default of [`Builder::checkpoint_log_size`].
 pub const DEFAULT_CHECKPOINT_LOG_SIZE: u64 = 1 << 30;
+
+/// Default [`Builder::write_back_interval`]: under Linux's default
+/// `vm.dirty_expire_centisecs` (30 s), so the kernel's own write-back of
+/// the data file never finds it expired.
+pub const DEFAULT_WRITE_BACK_INTERVAL: Duration = Duration::from_secs(20);
 /// Longest table name, in bytes.
 pub const MAX_TABLE_NAME: usize = 255;
 
@@ -51,6 +56,7 @@ pub struct Builder {
     checkpoint_interval: Option<Duration>,
     checkpoint_log_size: Option<u64>,
     checkpoint_flush_nice: Option<i32>,
+    write_back_interval: Option<Duration>,
     durability: Durability,
     log_segment_size: u64,
     version_budget: u8,
@@ -77,6 +83,7 @@ impl std::fmt::Debug for Builder {
             .field("checkpoint_interval", &self.checkpoint_interval)
             .field("checkpoint_log_size", &self.checkpoint_log_size)
             .field("checkpoint_flush_nice", &self.checkpoint_flush_nice)
+            .field("write_back_interval", &self.write_back_interval)
             .field("durability", &self.durability)
             .field("log_segment_size", &self.log_segment_size)
             .field("version_budget", &self.version_budget)
@@ -100,6 +107,7 @@ impl Builder {
             checkpoint_interval: Some(Duration::from_secs(60)),
             checkpoint_log_size: Some(DEFAULT_CHECKPOINT_LOG_SIZE),
             checkpoint_flush_nice: Some(19),
+            write_back_interval: Some(DEFAULT_WRITE_BACK_INTERVAL),
             durability: Durability::Write,
             log_segment_size: DEFAULT_SEGMENT_SIZE,
             version_budget: 10,
@@ -191,6 +199,27 @@ impl Builder {
     /// Linux only; elsewhere the thread runs at its normal priority.
     pub fn checkpoint_flush_nice(mut self, nice: Option<i32>) -> Self {
         self.checkpoint_flush_nice = nice;
+        self
+    }
+    /// How long the data file may go, between checkpoints, without its
+    /// cached writes being pushed to the device and synced (default 20 s;
+    /// `None`: only checkpoints do it). Evictions write pages to the data
+    /// file through the operating system's cache, and Linux writes a file
+    /// back by itself once its oldest dirty data is `vm.dirty_expire_centisecs`
+    /// old (30 s by default); for a file written without pause that is
+    /// the whole file at once, then again every few seconds. On 2 cores,
+    /// a gigabyte queued to the disk in one go held the page-cache locks
+    /// that evictions' writes need: inserts stalled for 60-145 ms
+    /// (BENCHMARKS.md, cache-pressure, "The data file written back before
+    /// the kernel does it"). This write-back runs the way a checkpoint's
+    /// flush does: 4 MiB steps, then `fdatasync`, on a thread at
+    /// `checkpoint_flush_nice`. It makes nothing durable by itself (the
+    /// next checkpoint does), and is skipped when nothing was written
+    /// since the last one. A failure stops writes, as a checkpoint's
+    /// does: the error of a failed `fdatasync` is reported once, and a
+    /// later checkpoint's sync could then succeed over lost pages.
+    pub fn write_back_interval(mut self, every: Option<Duration>) -> Self {
+        self.write_back_interval = every;
         self
     }
     /// Durability of commits that do not choose their own.
@@ -386,12 +415,19 @@ impl Builder {
             None
         };
         engine.wal.set_checkpoint_log_size(self.checkpoint_log_size);
-        if self.checkpoint_interval.is_some() || self.checkpoint_log_size.is_some() {
-            let (e, every) = (engine.clone(), self.checkpoint_interval);
+        if self.checkpoint_interval.is_some()
+            || self.checkpoint_log_size.is_some()
+            || self.write_back_interval.is_some()
+        {
+            let (e, every, write_back) = (
+                engine.clone(),
+                self.checkpoint_interval,
+                self.write_back_interval,
+            );
             threads.push(
                 std::thread::Builder::new()
                     .name("tidemark-checkpoint".into())
-                    .spawn(move || e.run_checkpointer(every))?,
+                    .spawn(move || e.run_checkpointer(every, write_back))?,
             );
         }
         Ok(Database {

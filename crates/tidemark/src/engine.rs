@@ -572,14 +572,26 @@ impl Engine {
     }
 
     /// The background checkpointer: a checkpoint every `every` (if set)
-    /// and whenever one is requested, until stopped. A failed checkpoint
-    /// stops writes and is reported to writers.
-    pub(crate) fn run_checkpointer(&self, every: Option<std::time::Duration>) {
-        let mut due = every.map(|d| std::time::Instant::now() + d);
+    /// and whenever one is requested, until stopped; between checkpoints,
+    /// the data file written back every `write_back` (if set; see
+    /// [`crate::checkpoint::write_back`]). A failed checkpoint or
+    /// write-back stops writes and is reported to writers.
+    pub(crate) fn run_checkpointer(
+        &self,
+        every: Option<std::time::Duration>,
+        write_back: Option<std::time::Duration>,
+    ) {
+        let after = |d: Option<std::time::Duration>| d.map(|d| std::time::Instant::now() + d);
+        let mut due = after(every);
+        let mut write_back_due = after(write_back);
         let mut w = self.ckpt_wake.lock();
         loop {
             while !w.0 && !w.1 {
-                match due {
+                let next = match (due, write_back_due) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                match next {
                     Some(t) => {
                         if self.ckpt_cv.wait_until(&mut w, t).timed_out() {
                             break;
@@ -591,10 +603,18 @@ impl Engine {
             if w.1 {
                 return;
             }
-            w.0 = false;
+            let requested = std::mem::take(&mut w.0);
             drop(w);
-            let _ = crate::checkpoint::checkpoint(self);
-            due = every.map(|d| std::time::Instant::now() + d);
+            let now = std::time::Instant::now();
+            if requested || due.is_some_and(|t| now >= t) {
+                let _ = crate::checkpoint::checkpoint(self);
+                due = after(every);
+                // The checkpoint wrote the file back too.
+                write_back_due = after(write_back);
+            } else if write_back_due.is_some_and(|t| now >= t) {
+                let _ = crate::checkpoint::write_back(self);
+                write_back_due = after(write_back);
+            }
             w = self.ckpt_wake.lock();
         }
     }

@@ -212,6 +212,9 @@ pub struct Stats {
     pub checkpoint_pages_written: u64,
     /// Whether a checkpoint is running now.
     pub checkpoint_running: bool,
+    /// Write-backs of the data file between checkpoints
+    /// (`Builder::write_back_interval`).
+    pub data_write_backs: u64,
     /// Size of the data file in bytes.
     pub file_size: u64,
     /// Bytes of free blocks inside the data file.
@@ -350,6 +353,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         checkpoint_last_us: ld(&c.last_ns) / 1000,
         checkpoint_max_us: ld(&c.max_ns) / 1000,
         checkpoint_pages_written: ld(&c.pages_written),
+        data_write_backs: ld(&c.write_backs),
         checkpoint_running: ld(&c.running) != 0,
         file_size: file_blocks * page,
         file_free_bytes: (a.free_blocks + (file_blocks - a.file_blocks)) * page,
@@ -438,6 +442,7 @@ impl Stats {
             ("checkpoint_max_us", self.checkpoint_max_us),
             ("checkpoint_pages_written", self.checkpoint_pages_written),
             ("checkpoint_running", u64::from(self.checkpoint_running)),
+            ("data_write_backs", self.data_write_backs),
             ("file_size", self.file_size),
             ("file_free_bytes", self.file_free_bytes),
             ("file_limbo_bytes", self.file_limbo_bytes),

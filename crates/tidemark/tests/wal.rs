@@ -335,3 +335,92 @@ fn concurrent_fsync_commits_share_fsyncs_and_all_survive_power_loss() {
         "replay applied `last` in another order"
     );
 }
+
+/// A database with a small cache (so pages are evicted to its data file),
+/// written back every `ms`.
+fn open_writing_back(fs: &SimFs, dir: &Path, ms: u64) -> tidemark::Result<Database> {
+    common::small_builder()
+        .checkpoint_log_size(None)
+        .write_back_interval(Some(std::time::Duration::from_millis(ms)))
+        .file_system(Arc::new(fs.clone()))
+        .open(dir)
+}
+
+/// Waits up to 10 s for `f` to hold.
+fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+#[test]
+fn the_data_file_is_written_back_between_checkpoints_only_when_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    let db = open_writing_back(&fs, dir.path(), 50).unwrap();
+    let t = db.table("t").unwrap();
+    // Twice the cache in values: pages are evicted to the data file.
+    let value = vec![7u8; 2000];
+    for i in 0..1200 {
+        t.put(k(i), &value).unwrap();
+    }
+    assert!(db.stats().pages_written > 0);
+    assert!(
+        eventually(|| db.stats().data_write_backs > 0),
+        "no write-back in 10 s"
+    );
+    let checkpoints = db.stats().checkpoints;
+    // Nothing written since: no write-back has anything to do.
+    assert!(eventually(|| {
+        let n = db.stats().data_write_backs;
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        db.stats().data_write_backs == n
+    }));
+    let n = db.stats().data_write_backs;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(db.stats().data_write_backs, n);
+    // A write-back is not a checkpoint: nothing new became durable.
+    assert_eq!(db.stats().checkpoints, checkpoints);
+    for i in 0..1200 {
+        t.put(k(i), b"x").unwrap();
+    }
+    assert!(eventually(|| db.stats().data_write_backs > n));
+}
+
+#[test]
+fn a_failed_write_back_stops_writes_and_reads_keep_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    let opened = std::time::Instant::now();
+    let db = open_writing_back(&fs, dir.path(), 1000).unwrap();
+    let t = db.table("t").unwrap();
+    let value = vec![7u8; 2000];
+    for i in 0..1200 {
+        t.put(k(i), &value).unwrap();
+    }
+    assert!(db.stats().pages_written > 0);
+    // Well before the first write-back (a second after open), every fsync
+    // starts failing; no write follows, so only the write-back syncs.
+    assert_eq!(db.stats().data_write_backs, 0, "written too slowly");
+    fs.control.fail_sync.store(true, Ordering::SeqCst);
+    std::thread::sleep(
+        (opened + std::time::Duration::from_millis(2500))
+            .saturating_duration_since(std::time::Instant::now()),
+    );
+    // The write-back's fdatasync failed: writes stop, with the reason,
+    // even once the disk says fsync works again.
+    fs.control.fail_sync.store(false, Ordering::SeqCst);
+    let err = t.put_with(b"z", b"1", Durability::None).unwrap_err();
+    assert!(matches!(err, Error::WritesStopped(_)), "{err}");
+    assert!(
+        err.to_string().contains("writing the data file back"),
+        "{err}"
+    );
+    assert_eq!(t.get(k(5)).unwrap().as_deref(), Some(&value[..]));
+    assert_eq!(db.stats().data_write_backs, 0);
+}
