@@ -369,11 +369,7 @@ pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
         let dirty = pool.dirty.load(Ordering::Relaxed);
         let over_used = used > pool.cfg.target;
         if !over_used && dirty <= pool.cfg.dirty_target {
-            let mut w = pool.wake.lock();
-            if !*w {
-                pool.wake_cv.wait_for(&mut w, WORKER_IDLE);
-            }
-            *w = false;
+            pool.sleep_until_woken(WORKER_IDLE);
             continue;
         }
         if !over_used {
@@ -391,11 +387,7 @@ pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
                 Ok(Relief::Nothing) if pool.dirty_hot.load(Ordering::Relaxed) => {
                     // Every dirty page seen was cleaned just now: wait
                     // (an application thread over a trigger wakes us).
-                    let mut w = pool.wake.lock();
-                    if !*w {
-                        pool.wake_cv.wait_for(&mut w, PACED_WAIT);
-                    }
-                    *w = false;
+                    pool.sleep_until_woken(PACED_WAIT);
                 }
                 Ok(Relief::Nothing) => std::thread::yield_now(),
                 Err(_) => std::thread::sleep(Duration::from_millis(10)),

@@ -186,8 +186,18 @@ pub(crate) struct BufferPool {
     pub(crate) dirty_hot: AtomicBool,
     pub(crate) cfg: PoolConfig,
     pub(crate) counters: PoolCounters,
-    wake: Mutex<bool>,
+    /// Serialises a worker's decision to sleep with a wake's notify.
+    wake: Mutex<()>,
     wake_cv: Condvar,
+    /// A wake was asked for and no worker has taken it yet. Application
+    /// threads over a trigger ask for one on every frame they take; while
+    /// one is pending they return at once instead of locking `wake`. On 2
+    /// cores that lock was contended, and parking_lot's spinning before it
+    /// sleeps calls `sched_yield`, which gave the caller's core to a
+    /// preparing thread for a whole slice: 113 spells of 3 ms or more in
+    /// the first 18 s of `cache-pressure` (BENCHMARKS.md, cache-pressure,
+    /// "The data file written back before the kernel does it").
+    wake_pending: AtomicBool,
     pub(crate) shutdown: AtomicBool,
 }
 
@@ -287,7 +297,8 @@ impl BufferPool {
             dirty: AtomicUsize::new(0),
             cfg,
             counters: PoolCounters::default(),
-            wake: Mutex::new(false),
+            wake: Mutex::new(()),
+            wake_pending: AtomicBool::new(false),
             wake_cv: Condvar::new(),
             shutdown: AtomicBool::new(false),
             dirty_hot: AtomicBool::new(false),
@@ -584,13 +595,28 @@ impl BufferPool {
         self.cfg.target + self.cfg.trigger.saturating_sub(self.cfg.target) / 4
     }
 
+    /// Wakes the eviction workers, unless a wake is already pending.
     pub(crate) fn wake_workers(&self) {
-        let mut w = self.wake.lock();
-        if !*w {
-            *w = true;
-            self.wake_cv.notify_all();
-            self.counters.worker_wakes.fetch_add(1, Ordering::Relaxed);
+        if self.wake_pending.swap(true, Ordering::AcqRel) {
+            // A worker will see it: it checks for a pending wake under
+            // `wake` before it sleeps, and the levels after it wakes.
+            return;
         }
+        let _w = self.wake.lock();
+        self.wake_cv.notify_all();
+        self.counters.worker_wakes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A worker with nothing to do: sleeps until woken or for `timeout`,
+    /// unless a wake is already pending, and takes the pending wake.
+    pub(crate) fn sleep_until_woken(&self, timeout: std::time::Duration) {
+        let mut w = self.wake.lock();
+        if !self.wake_pending.load(Ordering::Acquire) {
+            self.wake_cv.wait_for(&mut w, timeout);
+        }
+        // Cleared after the wait: a wake asked for meanwhile is not lost,
+        // since the worker looks at the levels before it sleeps again.
+        self.wake_pending.store(false, Ordering::Release);
     }
 
     /// Records a modification of the latched page `g`. A page still holding
