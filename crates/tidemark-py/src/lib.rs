@@ -187,7 +187,7 @@ impl Database {
     #[pyo3(signature = (path, *, cache_size=None, durability=None, eviction_target=None,
         eviction_trigger=None, eviction_dirty_target=None, eviction_dirty_trigger=None,
         eviction_threads=None, checkpoint_interval=None, checkpoint_log_size=None,
-        checkpoint_flush_nice=None, log_segment_size=None,
+        checkpoint_flush_nice=None, write_back_interval=None, log_segment_size=None,
         version_budget=None, statistics_log=true, statistics_interval=None,
         statistics_path=None, control_socket=false))]
     #[allow(clippy::too_many_arguments)]
@@ -204,6 +204,7 @@ impl Database {
         checkpoint_interval: Option<f64>,
         checkpoint_log_size: Option<u64>,
         checkpoint_flush_nice: Option<i32>,
+        write_back_interval: Option<f64>,
         log_segment_size: Option<u64>,
         version_budget: Option<u8>,
         statistics_log: bool,
@@ -249,6 +250,16 @@ impl Database {
         if let Some(v) = checkpoint_flush_nice {
             // Negative: the checkpointing thread flushes itself.
             b = b.checkpoint_flush_nice((v >= 0).then_some(v));
+        }
+        if let Some(secs) = write_back_interval {
+            let every = if secs > 0.0 {
+                Some(Duration::try_from_secs_f64(secs).map_err(|_| {
+                    PyValueError::new_err(format!("write_back_interval {secs} is not a duration"))
+                })?)
+            } else {
+                None
+            };
+            b = b.write_back_interval(every);
         }
         if let Some(v) = log_segment_size {
             b = b.log_segment_size(v);

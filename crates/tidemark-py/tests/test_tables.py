@@ -1,6 +1,7 @@
 """Key-value tables, batches, transactions and snapshots."""
 
 import threading
+import time
 
 import pytest
 
@@ -36,7 +37,6 @@ def test_checkpoint_log_size_starts_checkpoints(tmp_path):
         # About 1.1 MB of log: the checkpointer is asked for one as the
         # log passes 256 KiB past the last checkpoint; it runs on its own
         # thread.
-        import time
         deadline = time.monotonic() + 10
         while db.stats()["checkpoints"] == before and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -44,6 +44,30 @@ def test_checkpoint_log_size_starts_checkpoints(tmp_path):
     # 0 turns it off; the option is accepted.
     with tidemark.open(tmp_path / "b", checkpoint_log_size=0, checkpoint_interval=0) as db:
         db.table("kv").put(b"k", b"v")
+
+
+def test_write_back_interval(tmp_path):
+    # A small cache, twice its size in values: pages are evicted to the
+    # data file, which is then written back between checkpoints.
+    with tidemark.open(tmp_path / "a", cache_size="2MB", checkpoint_interval=0,
+                       checkpoint_log_size=0, write_back_interval=0.05) as db:
+        kv = db.table("kv")
+        checkpoints = db.stats()["checkpoints"]
+        for k in range(2000):
+            kv.put(b"k%05d" % k, b"v" * 2000)
+        deadline = time.monotonic() + 10
+        while db.stats()["data_write_backs"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert db.stats()["data_write_backs"] > 0
+        # A write-back is not a checkpoint.
+        assert db.stats()["checkpoints"] == checkpoints
+    # 0 turns it off.
+    with tidemark.open(tmp_path / "b", cache_size="2MB", write_back_interval=0) as db:
+        kv = db.table("kv")
+        for k in range(2000):
+            kv.put(b"k%05d" % k, b"v" * 2000)
+        time.sleep(0.3)
+        assert db.stats()["data_write_backs"] == 0
 
 
 def test_checkpoint_flush_nice(tmp_path):

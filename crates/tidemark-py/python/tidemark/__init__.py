@@ -990,8 +990,10 @@ class Database:
     default 1 GiB; 0 turns that off), ``checkpoint_flush_nice`` (0 to 19,
     default 19: the CPU priority, on Linux, of the thread that pushes a
     checkpoint's writes to the device and syncs them; negative: the
-    checkpointing thread does it), ``log_segment_size`` (bytes or
-    string),
+    checkpointing thread does it), ``write_back_interval`` (seconds,
+    default 20: how long the data file may go between checkpoints
+    without its cached writes being pushed to the device and synced; 0
+    turns that off), ``log_segment_size`` (bytes or string),
     ``version_budget`` (percent of the cache old versions may hold),
     ``statistics_log`` (True: a line of every counter each 10 s in the
     database directory; False: off; or ``{"interval": seconds, "path":
@@ -1014,6 +1016,7 @@ class Database:
         checkpoint_interval: Optional[float] = None,
         checkpoint_log_size: Union[int, str, None] = None,
         checkpoint_flush_nice: Optional[int] = None,
+        write_back_interval: Optional[float] = None,
         log_segment_size: Union[int, str, None] = None,
         version_budget: Optional[int] = None,
         statistics_log: Union[bool, Mapping] = True,
@@ -1040,6 +1043,7 @@ class Database:
             checkpoint_interval=checkpoint_interval,
             checkpoint_log_size=None if checkpoint_log_size is None else parse_size(checkpoint_log_size),
             checkpoint_flush_nice=checkpoint_flush_nice,
+            write_back_interval=write_back_interval,
             log_segment_size=None if log_segment_size is None else parse_size(log_segment_size),
             version_budget=version_budget,
             statistics_log=stats_on,

@@ -29,6 +29,7 @@ class Database:
         checkpoint_interval: Optional[float] = ...,
         checkpoint_log_size: Optional[int] = ...,
         checkpoint_flush_nice: Optional[int] = ...,
+        write_back_interval: Optional[float] = ...,
         log_segment_size: Optional[int] = ...,
         version_budget: Optional[int] = ...,
         statistics_log: bool = ...,
