@@ -181,6 +181,17 @@ impl Database {
     }
 }
 
+/// An interval option given in seconds: 0 or less turns it off.
+fn interval(name: &str, secs: f64) -> PyResult<Option<Duration>> {
+    if secs > 0.0 {
+        Duration::try_from_secs_f64(secs)
+            .map(Some)
+            .map_err(|_| PyValueError::new_err(format!("{name} {secs} is not a duration")))
+    } else {
+        Ok(None)
+    }
+}
+
 #[pymethods]
 impl Database {
     #[new]
@@ -235,14 +246,7 @@ impl Database {
             b = b.eviction_threads(v);
         }
         if let Some(secs) = checkpoint_interval {
-            let every = if secs > 0.0 {
-                Some(Duration::try_from_secs_f64(secs).map_err(|_| {
-                    PyValueError::new_err(format!("checkpoint_interval {secs} is not a duration"))
-                })?)
-            } else {
-                None
-            };
-            b = b.checkpoint_interval(every);
+            b = b.checkpoint_interval(interval("checkpoint_interval", secs)?);
         }
         if let Some(v) = checkpoint_log_size {
             b = b.checkpoint_log_size((v > 0).then_some(v));
@@ -252,14 +256,7 @@ impl Database {
             b = b.checkpoint_flush_nice((v >= 0).then_some(v));
         }
         if let Some(secs) = write_back_interval {
-            let every = if secs > 0.0 {
-                Some(Duration::try_from_secs_f64(secs).map_err(|_| {
-                    PyValueError::new_err(format!("write_back_interval {secs} is not a duration"))
-                })?)
-            } else {
-                None
-            };
-            b = b.write_back_interval(every);
+            b = b.write_back_interval(interval("write_back_interval", secs)?);
         }
         if let Some(v) = log_segment_size {
             b = b.log_segment_size(v);
