@@ -279,12 +279,12 @@ fn flush_here(e: &Engine) -> Result<()> {
 /// beside a checkpoint. A failure stops writes: the error of a failed
 /// `fdatasync` is reported once, and a later checkpoint's sync could then
 /// succeed over pages the kernel dropped.
-pub(crate) fn write_back(e: &Engine) -> Result<bool> {
+pub(crate) fn write_back(e: &Engine) -> Result<()> {
     let _durable = e.durable.lock();
     e.pager.check_writable()?;
     let written = e.pager.counters.bytes_written.load(Ordering::Relaxed);
     if written == e.ckpt.synced_bytes.load(Ordering::Relaxed) {
-        return Ok(false);
+        return Ok(());
     }
     if let Err(err) = flush(e) {
         e.pager
@@ -292,7 +292,7 @@ pub(crate) fn write_back(e: &Engine) -> Result<bool> {
         return Err(err);
     }
     e.ckpt.write_backs.fetch_add(1, Ordering::Relaxed);
-    Ok(true)
+    Ok(())
 }
 
 /// Bytes the checkpoint hands to the device per step before its fsync.

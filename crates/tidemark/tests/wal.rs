@@ -358,18 +358,24 @@ fn eventually(mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// Puts twice the cache in values, so pages are evicted to the data file;
+/// returns the value put under every key.
+fn fill_past_the_cache(db: &Database, t: &tidemark::Table) -> Vec<u8> {
+    let value = vec![7u8; 2000];
+    for i in 0..1200 {
+        t.put(k(i), &value).unwrap();
+    }
+    assert!(db.stats().pages_written > 0);
+    value
+}
+
 #[test]
 fn the_data_file_is_written_back_between_checkpoints_only_when_written() {
     let dir = tempfile::tempdir().unwrap();
     let fs = SimFs::new();
     let db = open_writing_back(&fs, dir.path(), 50).unwrap();
     let t = db.table("t").unwrap();
-    // Twice the cache in values: pages are evicted to the data file.
-    let value = vec![7u8; 2000];
-    for i in 0..1200 {
-        t.put(k(i), &value).unwrap();
-    }
-    assert!(db.stats().pages_written > 0);
+    fill_past_the_cache(&db, &t);
     assert!(
         eventually(|| db.stats().data_write_backs > 0),
         "no write-back in 10 s"
@@ -399,11 +405,7 @@ fn a_failed_write_back_stops_writes_and_reads_keep_working() {
     let opened = std::time::Instant::now();
     let db = open_writing_back(&fs, dir.path(), 1000).unwrap();
     let t = db.table("t").unwrap();
-    let value = vec![7u8; 2000];
-    for i in 0..1200 {
-        t.put(k(i), &value).unwrap();
-    }
-    assert!(db.stats().pages_written > 0);
+    let value = fill_past_the_cache(&db, &t);
     // Well before the first write-back (a second after open), every fsync
     // starts failing; no write follows, so only the write-back syncs.
     assert_eq!(db.stats().data_write_backs, 0, "written too slowly");

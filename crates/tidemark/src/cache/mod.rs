@@ -597,7 +597,11 @@ impl BufferPool {
 
     /// Wakes the eviction workers, unless a wake is already pending.
     pub(crate) fn wake_workers(&self) {
-        if self.wake_pending.swap(true, Ordering::AcqRel) {
+        // Read before the swap: while a wake is pending, callers only read
+        // the flag's cache line, not write it.
+        if self.wake_pending.load(Ordering::Acquire)
+            || self.wake_pending.swap(true, Ordering::AcqRel)
+        {
             // A worker will see it: it checks for a pending wake under
             // `wake` before it sleeps, and the levels after it wakes.
             return;
