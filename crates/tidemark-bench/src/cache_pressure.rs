@@ -60,7 +60,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         let (done, stop) = (done.clone(), stop.clone());
         std::thread::spawn(move || {
             let mut windows = Vec::new();
+            // Each second's host steal: a slow second with steal is one in
+            // which the hypervisor took a virtual CPU from the machine.
+            let mut steal = Vec::new();
             let mut last = 0;
+            let mut ticks = report::cpu_ticks();
             let start = Instant::now();
             let mut next = start + Duration::from_secs(1);
             while !stop.load(Ordering::Relaxed) {
@@ -69,10 +73,14 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 let now = done.load(Ordering::Relaxed);
                 windows.push(now - last);
                 last = now;
+                let t = report::cpu_ticks();
+                steal.push(report::steal_pct(ticks, t));
+                ticks = t;
             }
-            windows
+            (windows, steal)
         })
     };
+    let ticks_at_start = report::cpu_ticks();
     let start = Instant::now();
     let workers: Vec<_> = (0..a.threads)
         .map(|w| {
@@ -118,7 +126,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         .collect();
     let elapsed = start.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let windows = sampler.join().map_err(|_| msg("sampler panicked"))?;
+    let (windows, steal) = sampler.join().map_err(|_| msg("sampler panicked"))?;
     let s = db.stats();
     // Whole seconds only: the last, partial window is dropped.
     let full: Vec<f64> = windows
@@ -136,6 +144,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let peak_pct = 100.0 * s.cache_bytes_peak as f64 / s.cache_size as f64;
     let slack_pct = 100.0 * (a.threads * tidemark::PAGE_SIZE) as f64 / s.cache_size as f64;
     let ops_per_s = (per_thread * a.threads) as f64 / elapsed.as_secs_f64();
+    let steal: Vec<Option<f64>> = steal
+        .into_iter()
+        .take(full.len())
+        .map(|p| p.map(|p| (p * 10.0).round() / 10.0))
+        .collect();
+    let run_steal = report::steal_pct(ticks_at_start, report::cpu_ticks());
     if !a.json {
         println!(
             "per-second inserts: {}",
@@ -149,6 +163,14 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             worst_ms
                 .iter()
                 .map(|w| format!("{w:.1}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        println!(
+            "per-second host steal % of CPU time: {}",
+            steal
+                .iter()
+                .map(|p| p.map_or("-".into(), |p| format!("{p:.1}")))
                 .collect::<Vec<_>>()
                 .join(" ")
         );
@@ -187,6 +209,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         );
         println!("{:<36} {:>14}", "checkpoints during run", s.checkpoints);
         println!(
+            "{:<36} {:>14}",
+            "host steal % of CPU time",
+            run_steal.map_or("unknown".into(), |p| format!("{p:.2}"))
+        );
+        println!(
             "{:<36} {:>14.1}",
             "data file MB",
             s.file_size as f64 / 1048576.0
@@ -212,6 +239,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "max_latency_ms": worst_ns as f64 / 1e6, "worst_ms_by_second": worst_ms, "peak_cache_pct": peak_pct, "examined_per_evicted": examined_per_evicted,
         "app_thread_evictions": s.app_thread_evictions, "max_cache_wait_ms": s.max_cache_wait_us as f64 / 1000.0,
         "bytes_written_per_user_byte": amp, "checkpoints": s.checkpoints, "quick": a.quick,
+        "steal_pct": run_steal, "steal_pct_by_second": steal,
     });
     drop(t);
     db.close()?;

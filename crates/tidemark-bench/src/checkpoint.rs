@@ -111,6 +111,17 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
     let mut dirty_mb = Vec::new();
     // Checkpoints that ran inside a baseline window (must stay 0).
     let mut baseline_checkpoints = 0u64;
+    // Host steal over all baseline windows and over all checkpoint
+    // windows (CPU ticks, total and stolen): a p99 moved by a hypervisor
+    // taking a virtual CPU shows here.
+    let mut steal_base = (0u64, 0u64);
+    let mut steal_during = (0u64, 0u64);
+    let add = |acc: &mut (u64, u64), a: Option<(u64, u64)>, b: Option<(u64, u64)>| {
+        if let (Some((t0, s0)), Some((t1, s1))) = (a, b) {
+            acc.0 += t1.saturating_sub(t0);
+            acc.1 += s1.saturating_sub(s0);
+        }
+    };
     let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
     let small = vec![0x11u8; VALUE_LEN];
     for _ in 0..rounds {
@@ -121,6 +132,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
         dirty_mb.push(db.stats().cache_bytes_dirty as f64 / 1048576.0);
         // Baseline: the same writer, no checkpoint.
         let ck0 = db.stats().checkpoints;
+        let ticks = report::cpu_ticks();
         let mut lat = Vec::new();
         let t_end = Instant::now() + Duration::from_millis(if a.quick { 1500 } else { 3000 });
         while Instant::now() < t_end {
@@ -129,10 +141,12 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
             t.put(format!("{k:016}"), &small)?;
             lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
         }
+        add(&mut steal_base, ticks, report::cpu_ticks());
         base_p50.push(report::percentile(&mut lat, 50.0));
         base_p99.push(report::percentile(&mut lat, 99.0));
         baseline_checkpoints += db.stats().checkpoints - ck0;
         // During a checkpoint.
+        let ticks = report::cpu_ticks();
         let running = Arc::new(AtomicBool::new(true));
         let ck = {
             let (db, running) = (db.clone(), running.clone());
@@ -150,6 +164,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
             t.put(format!("{k:016}"), &small)?;
             lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
         }
+        add(&mut steal_during, ticks, report::cpu_ticks());
         let took = ck.join().map_err(|_| msg("checkpoint thread panicked"))??;
         ckpt_ms.push(took.as_secs_f64() * 1000.0);
         during_p50.push(report::percentile(&mut lat, 50.0));
@@ -162,6 +177,8 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
         "baseline_p50_us": m(&mut base_p50), "baseline_p99_us": m(&mut base_p99),
         "during_p50_us": m(&mut during_p50), "during_p99_us": m(&mut during_p99),
         "baseline_checkpoints": baseline_checkpoints,
+        "baseline_steal_pct": report::steal_pct(Some((0, 0)), Some(steal_base)),
+        "during_steal_pct": report::steal_pct(Some((0, 0)), Some(steal_during)),
     }))
 }
 
@@ -210,18 +227,24 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "writer latency, {} MB cache, {:.0} MB dirty, checkpoint {:.0} ms (medians of {} rounds; checkpoints inside the baselines: {}):",
             w["cache_mb"], w["dirty_mb_at_checkpoint"].as_f64().unwrap_or(0.0), w["checkpoint_ms"].as_f64().unwrap_or(0.0), w["rounds"], w["baseline_checkpoints"]
         );
-        println!("{:>22} {:>10} {:>10}", "", "p50 us", "p99 us");
+        let steal = |k: &str| w[k].as_f64().map_or("-".into(), |p| format!("{p:.2}"));
         println!(
-            "{:>22} {:>10.1} {:>10.1}",
-            "no checkpoint",
-            w["baseline_p50_us"].as_f64().unwrap_or(0.0),
-            w["baseline_p99_us"].as_f64().unwrap_or(0.0)
+            "{:>22} {:>10} {:>10} {:>12}",
+            "", "p50 us", "p99 us", "host steal %"
         );
         println!(
-            "{:>22} {:>10.1} {:>10.1}",
+            "{:>22} {:>10.1} {:>10.1} {:>12}",
+            "no checkpoint",
+            w["baseline_p50_us"].as_f64().unwrap_or(0.0),
+            w["baseline_p99_us"].as_f64().unwrap_or(0.0),
+            steal("baseline_steal_pct")
+        );
+        println!(
+            "{:>22} {:>10.1} {:>10.1} {:>12}",
             "during checkpoint",
             w["during_p50_us"].as_f64().unwrap_or(0.0),
-            w["during_p99_us"].as_f64().unwrap_or(0.0)
+            w["during_p99_us"].as_f64().unwrap_or(0.0),
+            steal("during_steal_pct")
         );
     }
     let targets = [

@@ -116,3 +116,28 @@ pub fn percentile(v: &mut [f64], p: f64) -> f64 {
 pub fn median(v: &mut [f64]) -> f64 {
     percentile(v, 50.0)
 }
+
+/// The machine's CPU time so far, from the first line of `/proc/stat`:
+/// all of it, and the part a hypervisor ran something else on a virtual
+/// CPU that had work ("steal"), in the kernel's ticks. `None` where the
+/// file is missing or has no steal column (not Linux, or an old kernel).
+pub fn cpu_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice];
+    // guest time is already counted in user and nice.
+    let total = fields.iter().take(8).sum();
+    Some((total, *fields.get(7)?))
+}
+
+/// Steal as a percentage of the CPU time between two [`cpu_ticks`]
+/// readings; `None` if either is missing or no time passed.
+pub fn steal_pct(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> Option<f64> {
+    let ((t0, s0), (t1, s1)) = (before?, after?);
+    let total = t1.checked_sub(t0).filter(|&t| t > 0)?;
+    Some(100.0 * s1.saturating_sub(s0) as f64 / total as f64)
+}
