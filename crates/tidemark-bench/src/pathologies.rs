@@ -43,6 +43,8 @@ struct Outcome {
     pathology: &'static str,
     workload: &'static str,
     secs: f64,
+    /// Host steal (% of the machine's CPU time) while the workload ran.
+    steal: Option<f64>,
     figures: Value,
 }
 
@@ -78,13 +80,19 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             PATHOLOGIES.len()
         );
         let t = Instant::now();
+        let ticks = report::cpu_ticks();
         let figures = run_one(&a.dir, workload, extra)?;
+        let steal = report::steal_pct(ticks, report::cpu_ticks());
         let secs = t.elapsed().as_secs_f64();
-        eprintln!("      done in {secs:.0} s");
+        eprintln!(
+            "      done in {secs:.0} s, host steal {}",
+            steal.map_or("unknown".into(), |p| format!("{p:.2} %"))
+        );
         outcomes.push(Outcome {
             pathology,
             workload,
             secs,
+            steal,
             figures,
         });
     }
@@ -116,7 +124,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             .map(|o| {
                 (
                     o.workload.to_string(),
-                    json!({"pathology": o.pathology, "seconds": o.secs, "result": o.figures}),
+                    json!({"pathology": o.pathology, "seconds": o.secs, "steal_pct": o.steal, "result": o.figures}),
                 )
             })
             .collect::<serde_json::Map<_, _>>()
@@ -143,7 +151,14 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     for (p, t) in &targets {
         if *p != last {
             println!();
-            println!("{p}");
+            let steal = outcomes
+                .iter()
+                .find(|o| o.pathology == *p)
+                .and_then(|o| o.steal);
+            println!(
+                "{p}  (host steal {})",
+                steal.map_or("unknown".into(), |s| format!("{s:.2} % of CPU time"))
+            );
             println!(
                 "  {:<60} {:>10} {:>18}  holds",
                 "target", "measured", "target"

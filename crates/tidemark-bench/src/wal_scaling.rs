@@ -109,6 +109,10 @@ where
 struct Pair {
     one: f64,
     many: f64,
+    /// Host steal (% of the machine's CPU time) during each side: a side
+    /// slowed by a hypervisor taking a virtual CPU shows here.
+    one_steal: Option<f64>,
+    many_steal: Option<f64>,
 }
 
 /// Paired rounds run after the `Fsync` sweep: how many, and how long each
@@ -178,9 +182,17 @@ fn tidemark_curve(a: &Args, mode: Mode, dur: Duration) -> BoxResult<(Vec<Point>,
     if mode == Mode::Fsync && a.threads.contains(&1) && a.threads.contains(&64) {
         let (rounds, d) = pair_plan(a.quick);
         for _ in 0..rounds {
+            let t0 = report::cpu_ticks();
             let one = rate(&db, 1, mode, d)?;
+            let t1 = report::cpu_ticks();
             let many = rate(&db, 64, mode, d)?;
-            pairs.push(Pair { one, many });
+            let t2 = report::cpu_ticks();
+            pairs.push(Pair {
+                one,
+                many,
+                one_steal: report::steal_pct(t0, t1),
+                many_steal: report::steal_pct(t1, t2),
+            });
         }
     }
     db.close()?;
@@ -340,11 +352,19 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                         d.as_secs_f64()
                     );
                     println!(
-                        "{:>8} {:>16} {:>16} {:>10}",
-                        "round", "1 thread", "64 threads", "64/1"
+                        "{:>8} {:>16} {:>16} {:>10} {:>22}",
+                        "round", "1 thread", "64 threads", "64/1", "host steal % (1 / 64)"
                     );
+                    let pct = |p: Option<f64>| p.map_or("-".into(), |p| format!("{p:.2}"));
                     for (i, (p, r)) in pairs.iter().zip(&ratios).enumerate() {
-                        println!("{:>8} {:>16.0} {:>16.0} {:>10.2}", i + 1, p.one, p.many, r);
+                        println!(
+                            "{:>8} {:>16.0} {:>16.0} {:>10.2} {:>22}",
+                            i + 1,
+                            p.one,
+                            p.many,
+                            r,
+                            format!("{} / {}", pct(p.one_steal), pct(p.many_steal))
+                        );
                     }
                     println!("64/1 from the sweep above: {sweep:.2}");
                 }
@@ -357,7 +377,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 figures["fsync_paired_rounds"] = pairs
                     .iter()
                     .zip(&ratios)
-                    .map(|(p, r)| json!({"one_thread": p.one.round(), "threads_64": p.many.round(), "ratio": r}))
+                    .map(|(p, r)| json!({"one_thread": p.one.round(), "threads_64": p.many.round(), "ratio": r, "one_thread_steal_pct": p.one_steal, "threads_64_steal_pct": p.many_steal}))
                     .collect();
                 figures["fsync_sqlite_64_over_1"] = json!(at64(&sq) / at1(&sq).max(1e-9));
             }
