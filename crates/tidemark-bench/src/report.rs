@@ -141,3 +141,36 @@ pub fn steal_pct(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> Optio
     let total = t1.checked_sub(t0).filter(|&t| t > 0)?;
     Some(100.0 * s1.saturating_sub(s0) as f64 / total as f64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steal_is_the_stolen_share_of_the_ticks_between_two_readings() {
+        assert_eq!(steal_pct(Some((1000, 10)), Some((1200, 30))), Some(10.0));
+        assert_eq!(steal_pct(Some((1000, 10)), Some((1200, 10))), Some(0.0));
+        // No time passed, or a reading is missing: no figure.
+        assert_eq!(steal_pct(Some((1000, 10)), Some((1000, 10))), None);
+        assert_eq!(steal_pct(None, Some((1200, 30))), None);
+        assert_eq!(steal_pct(Some((1000, 10)), None), None);
+        // Counters never run backwards; if a reading did, no figure.
+        assert_eq!(steal_pct(Some((1200, 10)), Some((1000, 10))), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_machine_s_cpu_ticks_are_read_and_grow() {
+        let (total, steal) = cpu_ticks().expect("/proc/stat has a cpu line with steal");
+        assert!(steal <= total);
+        // Burn a little CPU so that the kernel counts ticks.
+        let t0 = std::time::Instant::now();
+        let mut x = 0u64;
+        while t0.elapsed() < std::time::Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let (total2, steal2) = cpu_ticks().expect("still there");
+        assert!(total2 > total, "{total2} ticks after {total}");
+        assert!(steal2 >= steal);
+    }
+}
