@@ -147,6 +147,11 @@ fn take_cut(e: &Engine) -> Result<Option<Cut>> {
             let n = st.epoch;
             st.epoch = n + 1;
             e.pager.epoch.store(n + 1, Ordering::Release);
+            if pagemap::epoch_tag(n + 1) == 1 {
+                // Tags wrapped (every u32::MAX epochs): no old listing may
+                // pass for one of the new epoch.
+                e.pager.map.clear_listed();
+            }
             let chunks = std::mem::take(&mut st.dirty_chunks);
             st.running = Some(Running {
                 epoch: n,
@@ -403,7 +408,11 @@ fn capture(e: &Engine, pid: u64, n: u64, buf: &mut [u8]) -> Result<Option<u64>> 
             }
         } else {
             e.pager.alloc.free(b, n + 1);
-            if g.state == crate::cache::FrameState::Page && g.pid == pid && g.dirty {
+            if g.state == crate::cache::FrameState::Page
+                && g.pid == pid
+                && g.dirty
+                && e.pager.map.list_once(pid, n + 1)
+            {
                 e.pager.dirty_list.lock().push(pid);
             }
         }

@@ -44,6 +44,18 @@ pub(crate) const NO_BLOCK: u64 = 0;
 struct Entry {
     block: AtomicU64,
     frame: AtomicU32,
+    /// [`epoch_tag`] of the epoch in which the page id last went onto the
+    /// pager's dirty list, 0 if never (see [`PageMap::list_once`]). It
+    /// fills the entry's padding: an entry stays 16 bytes.
+    listed: AtomicU32,
+}
+
+/// An epoch's tag for [`Entry::listed`]: never 0, and the same for two
+/// epochs only `u32::MAX` apart, a wrap [`PageMap::clear_listed`] takes
+/// care of.
+pub(crate) fn epoch_tag(epoch: u64) -> u32 {
+    // The remainder is below u32::MAX, so the tag fits and is at least 1.
+    (epoch % u64::from(u32::MAX)) as u32 + 1
 }
 
 pub(crate) struct PageMap {
@@ -71,6 +83,7 @@ impl PageMap {
                 .map(|_| Entry {
                     block: AtomicU64::new(NO_BLOCK),
                     frame: AtomicU32::new(NO_FRAME),
+                    listed: AtomicU32::new(0),
                 })
                 .collect()
         });
@@ -102,6 +115,35 @@ impl PageMap {
         }
     }
 
+    /// Whether `pid` should go onto the dirty list in `epoch`: true the
+    /// first time it is asked in that epoch (and for a page id out of
+    /// range), false after, so that the list holds each page id once per
+    /// epoch rather than once per time a page is made dirty. Sound because
+    /// every push in an epoch goes onto the list that epoch's cut takes:
+    /// pages are made dirty only by writers inside the write gate, which a
+    /// cut closes, and by the cutting thread itself before it takes the
+    /// list; the checkpoint's own pushes for the next epoch come after the
+    /// cut (ARCHITECTURE.md, Checkpoints).
+    pub(crate) fn list_once(&self, pid: u64, epoch: u64) -> bool {
+        let tag = epoch_tag(epoch);
+        match self.entry(pid) {
+            Some(e) => e.listed.swap(tag, Ordering::AcqRel) != tag,
+            None => true,
+        }
+    }
+
+    /// Forgets every page id's listing. Called by a cut whose new epoch's
+    /// tag is 1, so that a listing from `u32::MAX` epochs before can
+    /// never pass for one of the new epoch; with the write gate closed, so
+    /// no page is listed meanwhile.
+    pub(crate) fn clear_listed(&self) {
+        for chunk in self.chunks.iter().filter_map(OnceLock::get) {
+            for e in chunk.iter() {
+                e.listed.store(0, Ordering::Release);
+            }
+        }
+    }
+
     /// Publishes `frame` for `pid` only if no frame is published yet.
     pub(crate) fn claim_frame(&self, pid: u64, frame: u32) -> bool {
         self.entry(pid).is_some_and(|e| {
@@ -114,4 +156,45 @@ impl PageMap {
 
 pub(crate) fn chunk_of(pid: u64) -> usize {
     (pid / CHUNK_ENTRIES as u64) as usize
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_id_is_listed_once_per_epoch() {
+        let m = PageMap::new();
+        assert!(m.list_once(5, 7));
+        assert!(!m.list_once(5, 7));
+        assert!(m.list_once(6, 7), "another page id");
+        assert!(m.list_once(5, 8), "the next epoch");
+        assert!(!m.list_once(5, 8));
+        // Out of range: always listed (the checkpoint skips what it
+        // cannot find).
+        assert!(m.list_once(MAX_PIDS, 7));
+        assert!(m.list_once(MAX_PIDS, 7));
+    }
+
+    #[test]
+    fn epoch_tags_are_never_zero_and_wrap_only_after_u32_max_epochs() {
+        for e in [0, 1, u64::from(u32::MAX) - 1, u64::from(u32::MAX), u64::MAX] {
+            assert_ne!(epoch_tag(e), 0, "epoch {e}");
+        }
+        assert_ne!(epoch_tag(3), epoch_tag(4));
+        assert_eq!(epoch_tag(3), epoch_tag(3 + u64::from(u32::MAX)));
+        assert_eq!(epoch_tag(u64::from(u32::MAX)), 1);
+    }
+
+    #[test]
+    fn clearing_forgets_every_listing() {
+        let m = PageMap::new();
+        let far = 5 * CHUNK_ENTRIES as u64 + 3;
+        assert!(m.list_once(1, 7));
+        assert!(m.list_once(far, 7));
+        m.clear_listed();
+        // An epoch whose tag equals 7's (a wrap) lists them again.
+        assert!(m.list_once(1, 7 + u64::from(u32::MAX)));
+        assert!(m.list_once(far, 7));
+    }
 }

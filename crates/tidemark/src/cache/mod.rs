@@ -633,7 +633,9 @@ impl BufferPool {
             g.dirty_epoch = e;
             self.frames[fi as usize].set_content(Content::Dirty);
             self.dirty.fetch_add(1, Ordering::AcqRel);
-            pager.dirty_list.lock().push(g.pid);
+            if pager.map.list_once(g.pid, e) {
+                pager.dirty_list.lock().push(g.pid);
+            }
         } else if g.dirty_epoch < e {
             let fi = self.acquire_frame(pager)?;
             {
@@ -660,7 +662,9 @@ impl BufferPool {
                 }
             }
             g.dirty_epoch = e;
-            pager.dirty_list.lock().push(g.pid);
+            if pager.map.list_once(g.pid, e) {
+                pager.dirty_list.lock().push(g.pid);
+            }
         }
         g.modcount += 1;
         Ok(())
@@ -933,6 +937,46 @@ mod tests {
     use super::testkit::{assert_contents, bump, evict, read, setup, setup_cfg};
     use super::*;
     use std::time::Duration;
+
+    /// A page made dirty, evicted and made dirty again, many times in one
+    /// epoch, goes onto the dirty list once; in the next epoch, once more.
+    #[test]
+    fn a_page_is_listed_dirty_once_per_epoch() {
+        let (pool, pager) = setup(2);
+        let listed = |pid: u64| {
+            pager
+                .dirty_list
+                .lock()
+                .iter()
+                .filter(|&&p| p == pid)
+                .count()
+        };
+        for _ in 0..50 {
+            bump(&pool, &pager, 1);
+            assert_eq!(cached_dirty(&pool, 1), Some(true));
+            while evict(&pool, &pager) {}
+            assert_eq!(cached_dirty(&pool, 1), None, "page 1 was evicted");
+        }
+        // Both pages were made (dirty) by `setup` in this epoch too.
+        assert_eq!(listed(1), 1);
+        assert_eq!(listed(2), 1);
+        // A cut: the list is taken and the epoch moves on.
+        {
+            let mut st = pager.state.lock();
+            let mut taken = std::mem::take(&mut *pager.dirty_list.lock());
+            taken.sort_unstable();
+            assert_eq!(taken, vec![1, 2]);
+            st.epoch += 1;
+            pager.epoch.store(st.epoch, Ordering::Release);
+        }
+        for _ in 0..5 {
+            bump(&pool, &pager, 1);
+            bump(&pool, &pager, 2);
+            while evict(&pool, &pager) {}
+        }
+        assert_eq!(listed(1), 1);
+        assert_eq!(listed(2), 1);
+    }
 
     fn cached_dirty(pool: &BufferPool, pid: u64) -> Option<bool> {
         pool.frames.iter().find_map(|f| {
