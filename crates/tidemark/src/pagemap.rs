@@ -127,7 +127,13 @@ impl PageMap {
     pub(crate) fn list_once(&self, pid: u64, epoch: u64) -> bool {
         let tag = epoch_tag(epoch);
         match self.entry(pid) {
-            Some(e) => e.listed.swap(tag, Ordering::AcqRel) != tag,
+            // Read before the swap: a page made dirty again in the same
+            // epoch (the common case) writes nothing to the entry, whose
+            // cache line every lookup of the page reads.
+            Some(e) => {
+                e.listed.load(Ordering::Acquire) != tag
+                    && e.listed.swap(tag, Ordering::AcqRel) != tag
+            }
             None => true,
         }
     }
