@@ -26,6 +26,15 @@
 //! Nobody sleeps on a timer: joiners that find the slot closed or full wait
 //! on the condition variable for the leader's install; the leader waits for
 //! late joiners on it, woken by the last one out.
+//!
+//! A member waiting only for its group's *write* (durability `Write`), not
+//! its fsync, first spins for up to [`WRITE_SPIN`] watching for the write
+//! or a wake, then sleeps on its slot's event as any other member. Only
+//! one member spins at a time (a token), so with many committers the
+//! others sleep at once and the spinner takes at most one core from the
+//! leader. A group's write takes microseconds, while a sleep and a wake
+//! cost two context switches and, on a busy machine, a wait for a core
+//! after the wake.
 
 use crate::error::{Error, Result};
 
@@ -55,6 +64,12 @@ const GEN_MASK: u64 = (1 << (64 - GEN_SHIFT)) - 1;
 
 /// Largest single reservation, in bytes.
 pub(crate) const MAX_RESERVATION: u64 = 1 << 31;
+
+/// How long one member waiting for its group's write spins before it
+/// sleeps (see the module documentation). A group's `pwrite` takes a few
+/// microseconds; 30 us covers it with room. Measured in BENCHMARKS.md,
+/// "A member spins for its group's write".
+const WRITE_SPIN: std::time::Duration = std::time::Duration::from_micros(30);
 
 fn offset(st: u64) -> u64 {
     st & OFFSET_MASK
@@ -90,6 +105,12 @@ pub(crate) struct GroupCounters {
     pub(crate) fsyncs: AtomicU64,
     pub(crate) slot_wait_ns: AtomicU64,
     pub(crate) sync_wait_ns: AtomicU64,
+    /// Spins for a group's write that saw it done (or a wake) in time.
+    #[cfg_attr(loom, allow(dead_code))] // the spin is compiled out under loom
+    pub(crate) write_spins_done: AtomicU64,
+    /// Spins for a group's write that ran out and went to sleep.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) write_spins_given_up: AtomicU64,
 }
 
 struct Slot {
@@ -126,6 +147,12 @@ pub(crate) struct GroupLog {
     ctl: Mutex<Ctl>,
     /// Mirror of `ctl.failed.is_some()`, for waiters' lock-free checks.
     failed: AtomicBool,
+    /// Held by the one member spinning for its group's write.
+    #[cfg_attr(loom, allow(dead_code))] // the spin is compiled out under loom
+    spinner: AtomicBool,
+    /// How long that member spins ([`WRITE_SPIN`]; tests change it).
+    #[cfg_attr(loom, allow(dead_code))]
+    write_spin: std::time::Duration,
     /// Joiners waiting for an install, the leader waiting for joiners.
     cv: Condvar,
     pub(crate) counters: GroupCounters,
@@ -188,6 +215,8 @@ impl GroupLog {
                 failed: None,
             }),
             failed: AtomicBool::new(false),
+            spinner: AtomicBool::new(false),
+            write_spin: WRITE_SPIN,
             cv: Condvar::new(),
             counters: GroupCounters::default(),
         }
@@ -375,6 +404,12 @@ impl GroupLog {
             match seen {
                 Some((s, seen)) => {
                     drop(g);
+                    // The model checker explores the sleep; the spin only
+                    // adds checks before it.
+                    #[cfg(not(loom))]
+                    if !sync && self.spin_for_write(end, s, seen) {
+                        continue;
+                    }
                     self.slots[s].done.wait(seen);
                 }
                 None => {
@@ -382,6 +417,46 @@ impl GroupLog {
                 }
             }
         }
+    }
+
+    /// A member of slot `s` waiting for the stream to be written up to
+    /// `end`, with `seen` read from the slot's event before its checks:
+    /// spins for up to `write_spin` while a leader works, unless another
+    /// member is spinning already. True if the write got there or the
+    /// event moved (the caller checks again), false if the caller should
+    /// sleep.
+    #[cfg(not(loom))]
+    fn spin_for_write(&self, end: u64, s: usize, seen: u32) -> bool {
+        if self
+            .spinner
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        let t0 = std::time::Instant::now();
+        let moved = loop {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+            if self.written() >= end
+                || self.slots[s].done.value() != seen
+                || self.failed.load(Ordering::Acquire)
+            {
+                break true;
+            }
+            if t0.elapsed() >= self.write_spin {
+                break false;
+            }
+        };
+        self.spinner.store(false, Ordering::Release);
+        let c = if moved {
+            &self.counters.write_spins_done
+        } else {
+            &self.counters.write_spins_given_up
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        moved
     }
 
     /// Waits until generation `gen` is no longer the active one.
@@ -918,6 +993,118 @@ mod stress_tests {
         }
         assert!(v.len() as u64 <= at);
         assert!(sink.syncs.load(Ordering::SeqCst) > 0);
+    }
+
+    /// A sink whose writes block until the test opens it.
+    #[derive(Default)]
+    struct GateSink {
+        open: Mutex<bool>,
+        cv: std::sync::Condvar,
+        entered: AtomicU64,
+        written: AtomicU64,
+    }
+
+    impl GateSink {
+        fn open(&self) {
+            *self.open.lock().unwrap() = true;
+            self.cv.notify_all();
+        }
+        fn wait_entered(&self) {
+            while self.entered.load(Ordering::SeqCst) == 0 {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+    }
+
+    impl Sink for GateSink {
+        fn write(&self, pos: u64, b: &[u8]) -> Result<()> {
+            self.entered.fetch_add(1, Ordering::SeqCst);
+            let mut open = self.open.lock().unwrap();
+            while !*open {
+                open = self.cv.wait(open).unwrap();
+            }
+            self.written
+                .fetch_max(pos + b.len() as u64, Ordering::SeqCst);
+            Ok(())
+        }
+        fn sync(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The log, the sink, the leader's wait and the member's, running.
+    type HeldWrite = (
+        Arc<GroupLog>,
+        Arc<GateSink>,
+        std::thread::JoinHandle<Result<()>>,
+        std::thread::JoinHandle<Result<()>>,
+    );
+
+    /// Two committers in one group, durability `Write`: the second to wait
+    /// finds the first leading (its write held at the gate) and is a
+    /// member.
+    fn member_behind_a_held_write(spin: Duration) -> HeldWrite {
+        let mut log = GroupLog::new(0, 4096);
+        log.write_spin = spin;
+        let (log, sink) = (Arc::new(log), Arc::new(GateSink::default()));
+        let join = |log: &GroupLog| {
+            let r = log.reserve(8, &GateSink::default()).unwrap();
+            let (end, slot) = (r.end(), r.slot());
+            log.release(r, false);
+            (end, slot)
+        };
+        let member = join(&log);
+        let leader = join(&log);
+        let (l, s) = (log.clone(), sink.clone());
+        let lead = std::thread::spawn(move || l.wait(leader.0, leader.1, false, &*s));
+        sink.wait_entered();
+        let (l, s) = (log.clone(), sink.clone());
+        let wait = std::thread::spawn(move || l.wait(member.0, member.1, false, &*s));
+        (log, sink, lead, wait)
+    }
+
+    #[test]
+    fn a_member_waiting_for_its_groups_write_spins_and_sees_it_done() {
+        let (log, sink, lead, wait) = member_behind_a_held_write(Duration::from_secs(30));
+        let t0 = std::time::Instant::now();
+        while !log.spinner.load(Ordering::SeqCst) {
+            assert!(t0.elapsed() < Duration::from_secs(10), "no member spun");
+            std::thread::yield_now();
+        }
+        sink.open();
+        assert!(wait.join().unwrap().is_ok());
+        assert!(lead.join().unwrap().is_ok());
+        assert_eq!(sink.written.load(Ordering::SeqCst), 16);
+        let c = &log.counters;
+        assert_eq!(c.write_spins_done.load(Ordering::SeqCst), 1);
+        assert_eq!(c.write_spins_given_up.load(Ordering::SeqCst), 0);
+        assert!(
+            !log.spinner.load(Ordering::SeqCst),
+            "the spin token was kept"
+        );
+    }
+
+    #[test]
+    fn a_member_whose_spin_runs_out_sleeps_and_is_woken_by_the_write() {
+        let (log, sink, lead, wait) = member_behind_a_held_write(WRITE_SPIN);
+        let c = &log.counters;
+        let t0 = std::time::Instant::now();
+        while c.write_spins_given_up.load(Ordering::SeqCst) == 0 {
+            assert!(t0.elapsed() < Duration::from_secs(10), "no spin ran out");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        // The member is asleep now (or about to be): only the leader's
+        // wake can end its wait.
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!wait.is_finished(), "the member returned before its write");
+        sink.open();
+        assert!(wait.join().unwrap().is_ok());
+        assert!(lead.join().unwrap().is_ok());
+        assert_eq!(sink.written.load(Ordering::SeqCst), 16);
+        assert!(
+            !log.spinner.load(Ordering::SeqCst),
+            "the spin token was kept"
+        );
     }
 
     #[test]
