@@ -1063,6 +1063,24 @@ mod stress_tests {
         (log, sink, lead, wait)
     }
 
+    /// Lets the held write go; both waits must end well, with both
+    /// records written and the spin token given back.
+    fn open_and_finish(
+        log: &GroupLog,
+        sink: &GateSink,
+        lead: std::thread::JoinHandle<Result<()>>,
+        wait: std::thread::JoinHandle<Result<()>>,
+    ) {
+        sink.open();
+        assert!(wait.join().unwrap().is_ok());
+        assert!(lead.join().unwrap().is_ok());
+        assert_eq!(sink.written.load(Ordering::SeqCst), 16);
+        assert!(
+            !log.spinner.load(Ordering::SeqCst),
+            "the spin token was kept"
+        );
+    }
+
     #[test]
     fn a_member_waiting_for_its_groups_write_spins_and_sees_it_done() {
         let (log, sink, lead, wait) = member_behind_a_held_write(Duration::from_secs(30));
@@ -1071,17 +1089,10 @@ mod stress_tests {
             assert!(t0.elapsed() < Duration::from_secs(10), "no member spun");
             std::thread::yield_now();
         }
-        sink.open();
-        assert!(wait.join().unwrap().is_ok());
-        assert!(lead.join().unwrap().is_ok());
-        assert_eq!(sink.written.load(Ordering::SeqCst), 16);
+        open_and_finish(&log, &sink, lead, wait);
         let c = &log.counters;
         assert_eq!(c.write_spins_done.load(Ordering::SeqCst), 1);
         assert_eq!(c.write_spins_given_up.load(Ordering::SeqCst), 0);
-        assert!(
-            !log.spinner.load(Ordering::SeqCst),
-            "the spin token was kept"
-        );
     }
 
     #[test]
@@ -1097,14 +1108,7 @@ mod stress_tests {
         // wake can end its wait.
         std::thread::sleep(Duration::from_millis(20));
         assert!(!wait.is_finished(), "the member returned before its write");
-        sink.open();
-        assert!(wait.join().unwrap().is_ok());
-        assert!(lead.join().unwrap().is_ok());
-        assert_eq!(sink.written.load(Ordering::SeqCst), 16);
-        assert!(
-            !log.spinner.load(Ordering::SeqCst),
-            "the spin token was kept"
-        );
+        open_and_finish(&log, &sink, lead, wait);
     }
 
     #[test]
