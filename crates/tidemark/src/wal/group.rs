@@ -10,7 +10,8 @@
 //! next group starts forming while this one is written, waits until the
 //! joiners of the closed slot have finished copying, writes the slot with
 //! one call, fsyncs if anyone in it asked for that, and wakes its whole
-//! group with one call (a futex wake of every sleeper on the slot's event).
+//! group with one call (a futex wake of every sleeper on the slot's event,
+//! and no call at all when nobody sleeps there).
 //!
 //! One leader at a time: groups reach the file in stream order, so what a
 //! crash leaves is always a prefix of the stream. While a leader writes
@@ -43,11 +44,13 @@ use loom::sync::{
     atomic::{AtomicBool, AtomicU64, Ordering},
     Condvar, Mutex, MutexGuard,
 };
+// parking_lot's condition variable wakes nobody, with no system call,
+// when nobody waits: a group's leader notifies it twice per group, and
+// most groups have no one on it.
 #[cfg(not(loom))]
-use std::sync::{
-    atomic::{AtomicBool, AtomicU64, Ordering},
-    Condvar, Mutex, MutexGuard,
-};
+use parking_lot::{Condvar, Mutex, MutexGuard};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use event::Event;
 
@@ -180,9 +183,27 @@ impl Reservation {
 }
 
 fn lock(m: &Mutex<Ctl>) -> MutexGuard<'_, Ctl> {
+    #[cfg(not(loom))]
+    {
+        m.lock()
+    }
     // A panic while holding this lock cannot leave `Ctl` inconsistent (two
     // plain fields, each written in one step), so a poisoned lock is used.
+    #[cfg(loom)]
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sleeps on `cv`, giving up the control lock meanwhile; returns with it
+/// held again.
+fn cv_wait<'a>(cv: &Condvar, g: MutexGuard<'a, Ctl>) -> MutexGuard<'a, Ctl> {
+    #[cfg(not(loom))]
+    {
+        let mut g = g;
+        cv.wait(&mut g);
+        g
+    }
+    #[cfg(loom)]
+    cv.wait(g).unwrap_or_else(|e| e.into_inner())
 }
 
 impl GroupLog {
@@ -413,7 +434,7 @@ impl GroupLog {
                     self.slots[s].done.wait(seen);
                 }
                 None => {
-                    drop(self.cv.wait(g).unwrap_or_else(|e| e.into_inner()));
+                    drop(cv_wait(&self.cv, g));
                 }
             }
         }
@@ -466,7 +487,7 @@ impl GroupLog {
             if let Some(why) = &g.failed {
                 return Err(Error::WritesStopped(why.clone()));
             }
-            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = cv_wait(&self.cv, g);
         }
         Ok(())
     }
@@ -525,7 +546,7 @@ impl GroupLog {
         if joiners(slot.state.load(Ordering::Acquire)) != 0 {
             let mut g = lock(&self.ctl);
             while joiners(slot.state.load(Ordering::Acquire)) != 0 {
-                g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+                g = cv_wait(&self.cv, g);
             }
         }
         let records = slot.records.load(Ordering::Relaxed);
@@ -560,79 +581,274 @@ impl GroupLog {
 /// [`Event::wait`] with the value it read; a notifier makes the condition
 /// true, then bumps the counter and wakes. A bump between the read and the
 /// sleep makes the sleep return at once, so no wake is lost.
-#[cfg(not(loom))]
+///
+/// The word is a futex: the count in its upper 31 bits, and in bit 0 a
+/// flag that someone may be asleep on it. A waiter sets the flag before it
+/// sleeps, in the same word the bump changes, so a notifier that finds it
+/// clear knows nobody sleeps and makes no system call (most groups have no
+/// member asleep: they spin, or they find their write done). `notify_all`
+/// clears the flag with its bump, since it wakes every sleeper;
+/// `notify_one` leaves it, since others may still sleep.
 mod event {
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use crate::sync::AtomicU32;
+    use std::sync::atomic::Ordering;
 
-    /// A futex word (`atomic-wait`): a wake is one system call however many
-    /// threads it wakes.
-    pub(super) struct Event(AtomicU32);
-
-    impl Event {
-        pub(super) fn new() -> Event {
-            Event(AtomicU32::new(0))
-        }
-        /// The current count (acquire: what the notifier did before its
-        /// bump is visible after this read sees the bump).
-        pub(super) fn value(&self) -> u32 {
-            self.0.load(Ordering::Acquire)
-        }
-        /// Sleeps while the count is `seen`; may return spuriously.
-        pub(super) fn wait(&self, seen: u32) {
-            atomic_wait::wait(&self.0, seen);
-        }
-        /// Bumps the count and wakes one sleeper.
-        pub(super) fn notify_one(&self) {
-            self.0.fetch_add(1, Ordering::Release);
-            atomic_wait::wake_one(&self.0);
-        }
-        /// Bumps the count and wakes every sleeper.
-        pub(super) fn notify_all(&self) {
-            self.0.fetch_add(1, Ordering::Release);
-            atomic_wait::wake_all(&self.0);
-        }
-    }
-}
-
-/// The event count under loom: the check of the count and the sleep are
-/// made atomic by a mutex, as the futex makes them in the kernel.
-#[cfg(loom)]
-mod event {
-    use loom::sync::atomic::{AtomicU32, Ordering};
-    use loom::sync::{Condvar, Mutex};
+    /// Bit 0: someone may sleep on the word.
+    const SLEEPERS: u32 = 1;
+    /// One step of the count.
+    const STEP: u32 = 2;
 
     pub(super) struct Event {
-        count: AtomicU32,
-        lock: Mutex<()>,
-        cv: Condvar,
+        word: AtomicU32,
+        #[cfg(loom)]
+        park: futex::Park,
     }
 
     impl Event {
         pub(super) fn new() -> Event {
             Event {
-                count: AtomicU32::new(0),
-                lock: Mutex::new(()),
-                cv: Condvar::new(),
+                word: AtomicU32::new(0),
+                #[cfg(loom)]
+                park: futex::Park::new(),
             }
         }
+        /// The current count (acquire: what the notifier did before its
+        /// bump is visible after this read sees the bump).
         pub(super) fn value(&self) -> u32 {
-            self.count.load(Ordering::Acquire)
+            self.word.load(Ordering::Acquire) & !SLEEPERS
         }
+        /// Sleeps while the count is `seen`; may return spuriously.
         pub(super) fn wait(&self, seen: u32) {
-            let g = self.lock.lock().unwrap();
-            if self.count.load(Ordering::Acquire) == seen {
-                drop(self.cv.wait(g).unwrap());
+            let mut cur = self.word.load(Ordering::Acquire);
+            loop {
+                if cur & !SLEEPERS != seen {
+                    return;
+                }
+                if cur & SLEEPERS != 0 {
+                    break;
+                }
+                // The flag goes into the word the notifier's bump changes:
+                // either this succeeds before the bump (which then sees
+                // it), or it fails and the word it returns shows the moved
+                // count (or another waiter's flag: then sleep as well).
+                match self.word.compare_exchange_weak(
+                    cur,
+                    cur | SLEEPERS,
+                    Ordering::Acquire,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        cur |= SLEEPERS;
+                        break;
+                    }
+                    Err(now) => cur = now,
+                }
+            }
+            // Sleeps only if the word is still `cur`, checked atomically
+            // with going to sleep: a bump since returns at once.
+            self.sleep(cur);
+        }
+        /// Bumps the count and wakes one sleeper, if any may sleep. The
+        /// flag stays: other sleepers may remain.
+        pub(super) fn notify_one(&self) {
+            let prev = self.word.fetch_add(STEP, Ordering::Release);
+            if prev & SLEEPERS != 0 {
+                self.wake(false);
             }
         }
-        pub(super) fn notify_one(&self) {
-            self.count.fetch_add(1, Ordering::Release);
-            let _g = self.lock.lock().unwrap();
-            self.cv.notify_one();
-        }
+        /// Bumps the count, clears the flag, and wakes every sleeper if
+        /// any may sleep.
         pub(super) fn notify_all(&self) {
-            self.count.fetch_add(1, Ordering::Release);
-            let _g = self.lock.lock().unwrap();
-            self.cv.notify_all();
+            let mut cur = self.word.load(Ordering::Relaxed);
+            let prev = loop {
+                let next = (cur & !SLEEPERS).wrapping_add(STEP);
+                match self.word.compare_exchange_weak(
+                    cur,
+                    next,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(prev) => break prev,
+                    Err(now) => cur = now,
+                }
+            };
+            if prev & SLEEPERS != 0 {
+                self.wake(true);
+            }
+        }
+
+        #[cfg(not(loom))]
+        fn sleep(&self, expect: u32) {
+            atomic_wait::wait(&self.word, expect);
+        }
+        #[cfg(not(loom))]
+        fn wake(&self, all: bool) {
+            if all {
+                atomic_wait::wake_all(&self.word);
+            } else {
+                atomic_wait::wake_one(&self.word);
+            }
+        }
+        #[cfg(loom)]
+        fn sleep(&self, expect: u32) {
+            self.park.sleep(&self.word, expect);
+        }
+        #[cfg(loom)]
+        fn wake(&self, all: bool) {
+            self.park.wake(all);
+        }
+    }
+
+    #[cfg(all(test, not(loom)))]
+    mod tests {
+        use super::*;
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        use std::time::{Duration, Instant};
+
+        fn flag(e: &Event) -> bool {
+            e.word.load(Ordering::SeqCst) & SLEEPERS != 0
+        }
+
+        /// Waits (10 s at most) until `cond` holds.
+        fn until(what: &str, cond: impl Fn() -> bool) {
+            let t0 = Instant::now();
+            while !cond() {
+                assert!(t0.elapsed() < Duration::from_secs(10), "{what}");
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+
+        /// A thread that sleeps on `e` until `go` is set.
+        fn sleeper(e: &Arc<Event>, go: &Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+            let (e, go) = (e.clone(), go.clone());
+            std::thread::spawn(move || loop {
+                let seen = e.value();
+                if go.load(Ordering::SeqCst) {
+                    return;
+                }
+                e.wait(seen);
+            })
+        }
+
+        #[test]
+        fn notifies_with_nobody_asleep_count_and_leave_the_flag_clear() {
+            let e = Event::new();
+            e.notify_all();
+            e.notify_one();
+            assert!(!flag(&e));
+            assert_eq!(e.value(), 2 * STEP);
+            // A wait for a count that has moved returns without sleeping
+            // and sets no flag.
+            e.wait(0);
+            assert!(!flag(&e));
+        }
+
+        #[test]
+        fn a_sleeper_sets_the_flag_and_notify_all_wakes_it_and_clears_it() {
+            let (e, go) = (Arc::new(Event::new()), Arc::new(AtomicBool::new(false)));
+            let h = sleeper(&e, &go);
+            until("the sleeper set no flag", || flag(&e));
+            go.store(true, Ordering::SeqCst);
+            e.notify_all();
+            assert!(!flag(&e), "notify_all left the flag");
+            until("the sleeper was not woken", || h.is_finished());
+            h.join().unwrap();
+        }
+
+        #[test]
+        fn notify_one_keeps_the_flag_for_the_sleepers_left() {
+            let (e, go) = (Arc::new(Event::new()), Arc::new(AtomicBool::new(false)));
+            let a = sleeper(&e, &go);
+            let b = sleeper(&e, &go);
+            until("no sleeper set the flag", || flag(&e));
+            // Give both time to be asleep (either way the checks hold).
+            std::thread::sleep(Duration::from_millis(20));
+            go.store(true, Ordering::SeqCst);
+            e.notify_one();
+            assert!(flag(&e), "notify_one cleared the flag");
+            until("notify_one woke nobody", || {
+                a.is_finished() || b.is_finished()
+            });
+            e.notify_all();
+            until("notify_all left a sleeper", || {
+                a.is_finished() && b.is_finished()
+            });
+            assert!(!flag(&e));
+        }
+
+        /// Two threads hand a token back and forth through two events,
+        /// each sleeping whenever the token is away: a wake lost between
+        /// a flag and a sleep hangs it, and the deadline fails it.
+        #[test]
+        fn a_ping_pong_of_many_rounds_loses_no_wake() {
+            const ROUNDS: u32 = 20_000;
+            let ev = Arc::new([Event::new(), Event::new()]);
+            let turn = Arc::new(crate::sync::AtomicU32::new(0));
+            let player = |me: u32| {
+                let (ev, turn) = (ev.clone(), turn.clone());
+                std::thread::spawn(move || {
+                    for r in 0..ROUNDS {
+                        let want = 2 * r + me;
+                        loop {
+                            let seen = ev[me as usize].value();
+                            if turn.load(Ordering::SeqCst) == want {
+                                break;
+                            }
+                            ev[me as usize].wait(seen);
+                        }
+                        turn.store(want + 1, Ordering::SeqCst);
+                        if r % 2 == 0 {
+                            ev[1 - me as usize].notify_all();
+                        } else {
+                            ev[1 - me as usize].notify_one();
+                        }
+                    }
+                })
+            };
+            let (a, b) = (player(0), player(1));
+            until("a wake was lost", || a.is_finished() && b.is_finished());
+            a.join().unwrap();
+            b.join().unwrap();
+            assert_eq!(turn.load(Ordering::SeqCst), 2 * ROUNDS);
+        }
+    }
+
+    /// A futex for the model checker: a mutex makes the check of the word
+    /// and the sleep one step against a waker, which changes the word
+    /// before it takes the mutex, as the kernel does for a futex.
+    #[cfg(loom)]
+    mod futex {
+        use loom::sync::atomic::AtomicU32;
+        use loom::sync::{Condvar, Mutex};
+        use std::sync::atomic::Ordering;
+
+        pub(super) struct Park {
+            lock: Mutex<()>,
+            cv: Condvar,
+        }
+
+        impl Park {
+            pub(super) fn new() -> Park {
+                Park {
+                    lock: Mutex::new(()),
+                    cv: Condvar::new(),
+                }
+            }
+            pub(super) fn sleep(&self, word: &AtomicU32, expect: u32) {
+                let g = self.lock.lock().unwrap();
+                if word.load(Ordering::Acquire) == expect {
+                    drop(self.cv.wait(g).unwrap());
+                }
+            }
+            pub(super) fn wake(&self, all: bool) {
+                let _g = self.lock.lock().unwrap();
+                if all {
+                    self.cv.notify_all();
+                } else {
+                    self.cv.notify_one();
+                }
+            }
         }
     }
 }
@@ -847,6 +1063,61 @@ mod loom_tests {
         });
     }
 
+    /// The event alone: `waiters` threads sleep on it until a flag is
+    /// set; the notifier sets it and makes the given notifies. A lost
+    /// wake leaves a thread asleep for ever, which loom reports.
+    fn event_model(waiters: usize, notifies: &'static [bool]) {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(move || {
+            let e = Arc::new(Event::new());
+            let go = Arc::new(AtomicBool::new(false));
+            let hs: Vec<_> = (0..waiters)
+                .map(|_| {
+                    let (e, go) = (e.clone(), go.clone());
+                    loom::thread::spawn(move || loop {
+                        let seen = e.value();
+                        if go.load(Ordering::Acquire) {
+                            return;
+                        }
+                        e.wait(seen);
+                    })
+                })
+                .collect();
+            go.store(true, Ordering::Release);
+            for &all in notifies {
+                if all {
+                    e.notify_all();
+                } else {
+                    e.notify_one();
+                }
+            }
+            for h in hs {
+                h.join().unwrap();
+            }
+        });
+    }
+
+    #[test]
+    fn event_notify_all_wakes_a_sleeper() {
+        event_model(1, &[true]);
+    }
+
+    #[test]
+    fn event_notify_one_wakes_a_sleeper() {
+        event_model(1, &[false]);
+    }
+
+    #[test]
+    fn event_notify_one_then_all_wakes_two_sleepers() {
+        event_model(2, &[false, true]);
+    }
+
+    #[test]
+    fn event_two_notify_ones_wake_two_sleepers() {
+        event_model(2, &[false, false]);
+    }
+
     #[test]
     fn two_writers_two_commits_each() {
         run(2, 2, false);
@@ -872,7 +1143,7 @@ mod stress_tests {
     /// The stream as written, the synced length, and a sync that takes a
     /// while and fails from the `fail_at`-th call on.
     struct SlowSink {
-        bytes: Mutex<Vec<u8>>,
+        bytes: std::sync::Mutex<Vec<u8>>,
         written: AtomicU64,
         synced: AtomicU64,
         syncs: AtomicU64,
@@ -908,7 +1179,7 @@ mod stress_tests {
     fn run(threads: u64, per: u64, fail_at: u64) -> (Arc<GroupLog>, Arc<SlowSink>, Outcomes) {
         let log = Arc::new(GroupLog::new(0, 4096));
         let sink = Arc::new(SlowSink {
-            bytes: Mutex::new(Vec::new()),
+            bytes: std::sync::Mutex::new(Vec::new()),
             written: AtomicU64::new(0),
             synced: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
@@ -998,7 +1269,7 @@ mod stress_tests {
     /// A sink whose writes block until the test opens it.
     #[derive(Default)]
     struct GateSink {
-        open: Mutex<bool>,
+        open: std::sync::Mutex<bool>,
         cv: std::sync::Condvar,
         entered: AtomicU64,
         written: AtomicU64,
