@@ -227,9 +227,14 @@ fn scans_see_every_untouched_key_while_leaves_split_and_unlink() {
     const STABLE: u32 = 3000;
     let dir = tempfile::tempdir().unwrap();
     // Room for the versions a slow scan keeps (a tiny cache would refuse
-    // most scans as too old).
+    // most scans as too old). The two writers commit about 800,000 records
+    // a second here, and a whole scan with its pauses takes tens of
+    // milliseconds: with the default 10 % of 32 MB, every whole scan was
+    // refused once commits got cheaper (2a2e46e), and the loop below never
+    // ended. Half the cache gives a scan about five times as long.
     let db = tidemark::Builder::new()
         .cache_size(32 << 20)
+        .version_budget(50)
         .checkpoint_interval(Some(Duration::from_millis(50)))
         .open(dir.path())
         .unwrap();
@@ -267,8 +272,15 @@ fn scans_see_every_untouched_key_while_leaves_split_and_unlink() {
     let mut full_scans = 0;
     let mut partial_scans = 0;
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let started = std::time::Instant::now();
+    let deadline = started + Duration::from_secs(3);
+    let mut refusals = 0u64;
     while std::time::Instant::now() < deadline || full_scans < 5 {
+        // A scan that can never finish is a failure, not a hang.
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "only {full_scans} whole scans in 120 s; {refusals} refused as too old"
+        );
         // Alternate whole-table scans with scans of a few leaves from a
         // random stable key.
         let from = if full_scans <= partial_scans {
@@ -307,6 +319,7 @@ fn scans_see_every_untouched_key_while_leaves_split_and_unlink() {
             prev = Some(k);
         }
         if refused {
+            refusals += 1;
             continue;
         }
         if from == 0 {
@@ -319,7 +332,7 @@ fn scans_see_every_untouched_key_while_leaves_split_and_unlink() {
     stop.store(true, Ordering::Relaxed);
     let bursts: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
     eprintln!(
-        "scan hint stress: {full_scans} whole and {partial_scans} partial scans, {bursts} bursts"
+        "scan hint stress: {full_scans} whole and {partial_scans} partial scans, {bursts} bursts, {refusals} refused"
     );
     assert!(bursts > 0, "writers never ran");
     assert_eq!(common::dump(&t).len(), STABLE as usize);
