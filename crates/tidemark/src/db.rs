@@ -236,7 +236,13 @@ impl Builder {
     /// Percent of `cache_size` (1 to 50) that old versions kept for live
     /// snapshots may use; pages get the rest. Past it, the oldest snapshots
     /// are invalidated ([`Error::SnapshotTooOld`]) rather than writers
-    /// waiting.
+    /// waiting. The budget sets how long a snapshot or an iterator can
+    /// live while writers run: every write made meanwhile keeps a version
+    /// for it. A scan that takes longer than the writers need to fill the
+    /// budget is refused again on every retry. For example, two threads
+    /// committing about 800,000 small records a second filled 10 % of a
+    /// 32 MB cache within tens of milliseconds. Raise the budget for long
+    /// scans under heavy writes.
     pub fn version_budget(mut self, pct: u8) -> Self {
         self.version_budget = pct;
         self
