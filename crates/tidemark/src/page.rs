@@ -179,6 +179,18 @@ pub(crate) fn seal_image(buf: &mut [u8], image: usize) {
     put_u32(buf, CHECKSUM_OFFSET, sum);
 }
 
+/// Seals a packed image given in pieces: `header`, the page's first
+/// [`HEADER_SIZE`] bytes (its `image` field already set), then `rest`, the
+/// image's remaining bytes in order. Stores in `header` the checksum
+/// [`seal_image`] would store for the joined image.
+pub(crate) fn seal_image_parts(header: &mut [u8; HEADER_SIZE], rest: &[&[u8]]) {
+    let mut sum = crc32c::crc32c(&header[KIND_OFFSET..]);
+    for part in rest {
+        sum = crc32c::crc32c_append(sum, part);
+    }
+    put_u32(header, CHECKSUM_OFFSET, sum);
+}
+
 /// Checks a page just read from disk: checksum, kind and id. A packed node
 /// image passes as it is; [`crate::btree::node::unpack`] lays it out.
 ///

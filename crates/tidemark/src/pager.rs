@@ -106,8 +106,12 @@ impl PopulatePace {
     }
 }
 
+/// Padding written after a packed image.
+static ZEROS: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
+
 thread_local! {
-    /// Each thread's buffer for packing the node pages it writes (taken
+    /// Each thread's buffer for packing the node pages with dead cells it
+    /// writes (taken
     /// and put back around each write, so it is never borrowed twice).
     static PACKED: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
 }
@@ -733,13 +737,26 @@ impl Pager {
             return Err(e);
         }
         let at = b * PAGE_SIZE as u64;
-        let written = if matches!(page::kind(buf), Some(PageKind::Leaf | PageKind::Branch)) {
+        let node = matches!(page::kind(buf), Some(PageKind::Leaf | PageKind::Branch));
+        // A whole-block write: the block's first since open, or one whose
+        // bytes past the image are not known to be zeros.
+        let whole = !(fresh && self.stored.get(b) != 0);
+        let parts = if node { node::packed_parts(buf) } else { None };
+        let written = if let Some(p) = parts {
+            // No dead cells: write the image from the frame's own bytes,
+            // without packing it into a copy first.
+            let len = if whole { PAGE_SIZE } else { p.padded() };
+            let pad = &ZEROS[..len - p.image];
+            self.file
+                .write_all_vectored_at(&[&p.header, p.slots, p.cells, pad], at)
+                .map(|()| (len, p.image))
+        } else if node {
             let mut image = PACKED
                 .take()
                 .unwrap_or_else(|| vec![0u8; PAGE_SIZE].into_boxed_slice());
             let len = node::pack(buf, &mut image);
             let stored = stored_len(&image);
-            let len = if fresh && self.stored.get(b) != 0 {
+            let len = if !whole {
                 len
             } else {
                 // Past `len` the buffer holds an earlier page's bytes.

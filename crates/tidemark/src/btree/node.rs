@@ -338,6 +338,52 @@ pub(crate) fn pack(src: &[u8], dst: &mut [u8]) -> usize {
     len
 }
 
+/// The packed image of a node page without dead cells, as [`pack`] would
+/// write it, in pieces that borrow the page instead of a copy: the sealed
+/// header, then the slots and the cells as they lie in `src`. Written in
+/// that order (with zeros after, up to the returned padded length), they
+/// are exactly [`pack`]'s bytes. `None` when the page has dead cells,
+/// which only [`pack`] lays out.
+pub(crate) fn packed_parts(src: &[u8]) -> Option<PackedParts<'_>> {
+    if page::garbage(src) != 0 {
+        return None;
+    }
+    let se = slots_end(src);
+    let fe = page::free_end(src);
+    let image = se + PAGE_SIZE - fe;
+    let mut header = [0u8; HEADER_SIZE];
+    header.copy_from_slice(&src[..HEADER_SIZE]);
+    page::set_image(&mut header, image);
+    let (slots, cells) = (&src[HEADER_SIZE..se], &src[fe..PAGE_SIZE]);
+    page::seal_image_parts(&mut header, &[slots, cells]);
+    Some(PackedParts {
+        header,
+        slots,
+        cells,
+        image,
+    })
+}
+
+/// A packed image in pieces ([`packed_parts`]).
+pub(crate) struct PackedParts<'a> {
+    /// The page's header, with the image length and checksum set.
+    pub(crate) header: [u8; HEADER_SIZE],
+    /// The slot array.
+    pub(crate) slots: &'a [u8],
+    /// The cells, from the page's free end to its end.
+    pub(crate) cells: &'a [u8],
+    /// Length of the image before padding.
+    pub(crate) image: usize,
+}
+
+impl PackedParts<'_> {
+    /// The image's length padded to [`page::IMAGE_ALIGN`], what [`pack`]
+    /// returns.
+    pub(crate) fn padded(&self) -> usize {
+        self.image.next_multiple_of(page::IMAGE_ALIGN)
+    }
+}
+
 /// Lays out in place a node page read packed (its checksum already
 /// checked): moves the cells back to the end of the page and clears the
 /// gap. A page stored whole is left as it is.
@@ -761,6 +807,33 @@ mod tests {
             assert!(unpack_tail(&mut t, wrong).is_err(), "{wrong}");
         }
         assert!(unpack_tail(&mut tail, PAGE_SIZE).is_err());
+    }
+
+    #[test]
+    fn packed_parts_join_to_packs_image() {
+        // Pages of every fill, none with dead cells.
+        let mut keys = Vec::new();
+        for n in [0usize, 1, 7, 40, 200] {
+            while keys.len() < n {
+                keys.push(format!("key{:07}", (keys.len() * 7919) % 1_000_003).into_bytes());
+            }
+            let b = leaf_with_value(keys.clone(), &[0x5A; 33]);
+            let mut image = vec![0u8; PAGE_SIZE];
+            let len = pack(&b, &mut image);
+            let p = packed_parts(&b).expect("no dead cells");
+            assert_eq!(p.padded(), len, "{n} keys");
+            let mut joined = p.header.to_vec();
+            joined.extend_from_slice(p.slots);
+            joined.extend_from_slice(p.cells);
+            assert_eq!(joined.len(), p.image);
+            joined.resize(len, 0);
+            assert_eq!(joined, image[..len], "{n} keys");
+            page::check(&image, &[PageKind::Leaf], 9, 9).unwrap();
+        }
+        // A dead cell: only `pack` lays that out.
+        let mut b = leaf_with(&[b"a", b"b", b"c"]);
+        remove(&mut b, 1);
+        assert!(packed_parts(&b).is_none());
     }
 
     #[test]
