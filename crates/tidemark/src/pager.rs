@@ -111,8 +111,8 @@ static ZEROS: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
 
 thread_local! {
     /// Each thread's buffer for packing the node pages with dead cells it
-    /// writes (taken
-    /// and put back around each write, so it is never borrowed twice).
+    /// writes (taken and put back around each write, so it is never
+    /// borrowed twice).
     static PACKED: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
 }
 
@@ -738,8 +738,8 @@ impl Pager {
         }
         let at = b * PAGE_SIZE as u64;
         let node = matches!(page::kind(buf), Some(PageKind::Leaf | PageKind::Branch));
-        // A whole-block write: the block's first since open, or one whose
-        // bytes past the image are not known to be zeros.
+        // The whole block, zeros after the image: a checkpoint's write (not
+        // `fresh`) and a block's first write since open (see above).
         let whole = !(fresh && self.stored.get(b) != 0);
         let parts = if node { node::packed_parts(buf) } else { None };
         let written = if let Some(p) = parts {
