@@ -1,9 +1,11 @@
 //! fjall (an LSM-tree in Rust): one keyspace. A plain insert writes its
 //! journal entry to the OS (`PersistMode::Buffer`: survives a crash of the
 //! process) and is Write; Fsync commits a batch with
-//! `PersistMode::SyncData`; None uses manual journal persistence. Memory:
-//! the block cache (`cache_size`) = the budget; the write-buffer limit is
-//! left at fjall's default (its setter is deprecated in 3.x).
+//! `PersistMode::SyncData`; None uses manual journal persistence. Memory,
+//! as RocksDB's: the block cache (`cache_size`) = the budget, the keyspace's
+//! memtable (`max_memtable_size`, 64 MiB by default) a quarter of it. The
+//! database-wide write-buffer limit stays at its default (off; its setter is
+//! deprecated in 3.x).
 
 use std::path::Path;
 
@@ -24,7 +26,10 @@ impl Fjall {
             .cache_size(cfg.cache_bytes as u64)
             .manual_journal_persist(cfg.durability == Durability::None)
             .open()?;
-        let ks = db.keyspace("bench", KeyspaceCreateOptions::default)?;
+        let memtable = (cfg.cache_bytes / 4) as u64;
+        let ks = db.keyspace("bench", || {
+            KeyspaceCreateOptions::default().max_memtable_size(memtable)
+        })?;
         Ok(Fjall {
             db,
             ks,
