@@ -55,7 +55,7 @@ pub struct Args {
     pub quick: bool,
     pub json: bool,
     pub dir: PathBuf,
-    /// Where to draw the plots (SVG), if anywhere.
+    /// Directory to draw the plots (SVG) in, created if missing.
     pub plots: Option<PathBuf>,
     /// Runs of every engine, in rounds with the order rotated; each
     /// engine's reported run is its median by the workload's headline
@@ -519,6 +519,16 @@ fn f(v: &Value, k: &str) -> f64 {
 }
 
 pub fn run(a: &Args) -> BoxResult<bool> {
+    // Made before the runs, so that a path that cannot be a directory
+    // fails now, not after every engine has run.
+    if let Some(dir) = &a.plots {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            format!(
+                "--plots {}: cannot create the directory: {e}",
+                dir.display()
+            )
+        })?;
+    }
     let mut engines_run: Vec<String> = a.engines.clone();
     if a.workload == Workload::Ring && engines_run.iter().any(|e| e == "tidemark") {
         engines_run.insert(0, "tidemark-capped".into());
