@@ -60,10 +60,7 @@ pub trait FileIo: Send + Sync + 'static {
     /// writes that will follow. A first write into an uncached range
     /// allocates page-cache memory while holding the file's write lock;
     /// populated ahead by a background thread, it is an overwrite of memory
-    /// already there. Purely a hint, which an implementation may take in
-    /// part ([`OsFileSystem`]'s files populate the rest of a range only
-    /// when a first part shows memory dear to take); the default does
-    /// nothing.
+    /// already there. Purely a hint: the default does nothing.
     fn populate(&self, offset: u64, len: u64, step: u64) -> io::Result<()> {
         let _ = (offset, len, step);
         Ok(())
@@ -123,73 +120,6 @@ pub(crate) fn thread_nice() -> i32 {
 fn off_t(v: u64) -> io::Result<i64> {
     i64::try_from(v)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset beyond i64"))
-}
-
-/// Steps of a [`FileIo::populate`] range that [`OsFile`] populates first,
-/// to time what taking page-cache memory costs now.
-#[cfg(target_os = "linux")]
-const POPULATE_PROBE_STEPS: u64 = 4;
-
-/// Cost of populating, in CPU nanoseconds per byte (1 = 1 s/GB), from
-/// which populating ahead pays. On the VMs these benchmarks run on, memory
-/// the guest touched lately populates at about 0.25 s/GB, and memory its
-/// host has taken back (free page reporting) at 2.3-4.3 s/GB
-/// (BENCHMARKS.md, cache-pressure, "Populating only when memory is dear").
-#[cfg(target_os = "linux")]
-const POPULATE_PAYS_NS_PER_BYTE: f64 = 1.0;
-
-/// Whether populating ahead pays, given that `bytes` took `ns` of CPU.
-#[cfg(target_os = "linux")]
-fn populate_pays(ns: u64, bytes: u64) -> bool {
-    bytes == 0 || ns as f64 >= POPULATE_PAYS_NS_PER_BYTE * bytes as f64
-}
-
-/// CPU time of the calling thread, in nanoseconds.
-#[cfg(target_os = "linux")]
-fn thread_cpu_ns() -> Option<u64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one `timespec` through the pointer,
-    // which points to `ts`, alive and writable for the call.
-    #[allow(unsafe_code)]
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return None;
-    }
-    let secs = u64::try_from(ts.tv_sec).ok()?;
-    let nanos = u64::try_from(ts.tv_nsec).ok()?;
-    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
-}
-
-/// `posix_fadvise(WILLNEED)` over `from..to` of `file`, `step` bytes a
-/// call.
-#[cfg(target_os = "linux")]
-fn fadvise_willneed(file: &File, from: u64, to: u64, step: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let mut off = from;
-    while off < to {
-        let n = step.clamp(1, to - off);
-        // SAFETY: posix_fadvise takes a file descriptor and integers and
-        // touches no memory of ours; `file` is borrowed, so its descriptor
-        // stays open for the call.
-        #[allow(unsafe_code)]
-        let rc = unsafe {
-            libc::posix_fadvise(
-                file.as_raw_fd(),
-                off_t(off)?,
-                off_t(n)?,
-                libc::POSIX_FADV_WILLNEED,
-            )
-        };
-        // posix_fadvise returns the error number instead of setting errno.
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
-        off += n;
-    }
-    Ok(())
 }
 
 /// Opens, names and lists files; the database asks it for its data file
@@ -443,27 +373,30 @@ impl FileIo for OsFile {
         let free = u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize));
         Ok(Some(free))
     }
-    /// Populates a first probe of the range and times it (CPU time of
-    /// this thread); the rest only when taking page-cache memory proves
-    /// expensive ([`populate_pays`]), which is what it is worth paying off
-    /// the writers' path. When memory is cheap to take, the writers' own
-    /// first writes take it as cheaply, and in folios the size of their
-    /// writes, where `WILLNEED` makes 4 KiB ones that every later read and
-    /// write of the block pays for.
     #[cfg(target_os = "linux")]
     fn populate(&self, offset: u64, len: u64, step: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
         let end = offset.saturating_add(len);
-        let step = step.max(1);
-        let probe_end = end.min(offset.saturating_add(step.saturating_mul(POPULATE_PROBE_STEPS)));
-        let before = thread_cpu_ns();
-        fadvise_willneed(&self.file, offset, probe_end, step)?;
-        let pays = match (before, thread_cpu_ns()) {
-            (Some(a), Some(b)) => populate_pays(b.saturating_sub(a), probe_end - offset),
-            // Without a clock, populate as if memory were expensive.
-            _ => true,
-        };
-        if pays {
-            fadvise_willneed(&self.file, probe_end, end, step)?;
+        let mut off = offset;
+        while off < end {
+            let n = step.clamp(1, end - off);
+            // SAFETY: posix_fadvise takes a file descriptor and integers
+            // and touches no memory of ours; the descriptor is open for as
+            // long as `self.file` lives, which outlasts the call.
+            #[allow(unsafe_code)]
+            let rc = unsafe {
+                libc::posix_fadvise(
+                    self.file.as_raw_fd(),
+                    off_t(off)?,
+                    off_t(n)?,
+                    libc::POSIX_FADV_WILLNEED,
+                )
+            };
+            // posix_fadvise returns the error number instead of setting errno.
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            off += n;
         }
         Ok(())
     }
@@ -492,52 +425,6 @@ impl FileIo for OsFile {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-
-    /// Populating ahead pays from 1 s/GB: not at the cost of memory the
-    /// guest touched lately (~0.25 s/GB), at that of memory its host took
-    /// back (2.3-4.3 s/GB).
-    #[test]
-    fn populate_pays_only_when_memory_is_dear() {
-        let mib = 1u64 << 20;
-        assert!(!populate_pays(mib / 4, mib), "0.25 s/GB is cheap");
-        assert!(populate_pays(3 * mib, mib), "3 s/GB is dear");
-        assert!(populate_pays(mib, mib), "the bound itself pays");
-        assert!(!populate_pays(mib - 1, mib));
-        assert!(populate_pays(0, 0), "nothing probed: populate");
-    }
-
-    /// The thread's CPU clock moves with its own work.
-    #[test]
-    fn thread_cpu_clock_counts_this_threads_work() {
-        let a = thread_cpu_ns().expect("CLOCK_THREAD_CPUTIME_ID is on Linux");
-        let mut x = 0u64;
-        for i in 0..20_000_000u64 {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
-        }
-        let b = thread_cpu_ns().unwrap();
-        assert!(b > a, "{a} -> {b} after a busy loop ({x})");
-    }
-
-    /// Populating is a hint: a preallocated range still reads as zeros,
-    /// the length is unchanged, and writes over it land, probe or not.
-    #[test]
-    fn populate_leaves_contents_and_length_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = OsFileSystem.open(&dir.path().join("f"), true).unwrap();
-        f.write_all_at(b"head", 0).unwrap();
-        f.preallocate(1 << 20).unwrap();
-        let len = f.len().unwrap();
-        f.populate(16 << 10, (1 << 20) - (16 << 10), 16 << 10)
-            .unwrap();
-        assert_eq!(f.len().unwrap(), len);
-        let mut got = vec![1u8; (1 << 20) - 4];
-        f.read_exact_at(&mut got, 4).unwrap();
-        assert!(got.iter().all(|&b| b == 0));
-        f.write_all_at(&[7u8; 16 << 10], 512 << 10).unwrap();
-        let mut back = vec![0u8; 16 << 10];
-        f.read_exact_at(&mut back, 512 << 10).unwrap();
-        assert!(back.iter().all(|&b| b == 7));
-    }
 
     /// `set_thread_nice` changes the calling thread's nice value and no
     /// other thread's (on Linux a nice value is per thread).
