@@ -184,7 +184,7 @@ pub(crate) fn encode_record(pos: u64, rid: u64, prev: u64, key: &[u8], doc: &[u8
     b.extend_from_slice(&(doc.len() as u32).to_le_bytes());
     b.extend_from_slice(key);
     b.extend_from_slice(doc);
-    let crc = crc32c::crc32c(&b[8..]);
+    let crc = crate::checksum::crc32c(&b[8..]);
     b[4..8].copy_from_slice(&crc.to_le_bytes());
     b
 }
@@ -478,7 +478,7 @@ impl Ring {
         let crc = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
         // A concurrent overwrite can tear what was read; only a record that
         // reads back the same header again is reported as damaged.
-        if crc32c::crc32c(&b[8..]) != crc {
+        if crate::checksum::crc32c(&b[8..]) != crc {
             return Ok(match self.head_at(pos)? {
                 Some(again) if again == h => Slot::Damaged(format!(
                     "capped record {} at ring offset {}: checksum mismatch",

@@ -36,6 +36,7 @@ mod btree;
 mod cache;
 mod capped;
 mod checkpoint;
+mod checksum;
 mod db;
 mod docs;
 mod engine;

@@ -168,14 +168,14 @@ pub(crate) fn init(buf: &mut [u8], kind: PageKind, level: u8, id: u64) {
 /// `image` is 0); call just before writing the page.
 pub(crate) fn seal(buf: &mut [u8]) {
     set_image(buf, 0);
-    let sum = crc32c::crc32c(&buf[KIND_OFFSET..]);
+    let sum = crate::checksum::crc32c(&buf[KIND_OFFSET..]);
     put_u32(buf, CHECKSUM_OFFSET, sum);
 }
 
 /// Stores the checksum of a packed image of `image` bytes at the start of
 /// `buf` (its `image` field already set).
 pub(crate) fn seal_image(buf: &mut [u8], image: usize) {
-    let sum = crc32c::crc32c(&buf[KIND_OFFSET..image]);
+    let sum = crate::checksum::crc32c(&buf[KIND_OFFSET..image]);
     put_u32(buf, CHECKSUM_OFFSET, sum);
 }
 
@@ -184,10 +184,8 @@ pub(crate) fn seal_image(buf: &mut [u8], image: usize) {
 /// image's remaining bytes in order. Stores in `header` the checksum
 /// [`seal_image`] would store for the joined image.
 pub(crate) fn seal_image_parts(header: &mut [u8; HEADER_SIZE], rest: &[&[u8]]) {
-    let mut sum = crc32c::crc32c(&header[KIND_OFFSET..]);
-    for part in rest {
-        sum = crc32c::crc32c_append(sum, part);
-    }
+    let sum = crate::checksum::crc32c(&header[KIND_OFFSET..]);
+    let sum = crate::checksum::crc32c_append(sum, rest);
     put_u32(header, CHECKSUM_OFFSET, sum);
 }
 
@@ -208,7 +206,7 @@ pub(crate) fn check(buf: &[u8], want_kind: &[PageKind], want_id: u64, page: u64)
     }
     let end = if image == 0 { PAGE_SIZE } else { image };
     let stored = get_u32(buf, CHECKSUM_OFFSET);
-    let actual = crc32c::crc32c(&buf[KIND_OFFSET..end]);
+    let actual = crate::checksum::crc32c(&buf[KIND_OFFSET..end]);
     if stored != actual {
         if buf.iter().all(|&b| b == 0) {
             return Err(Error::corruption(
@@ -231,7 +229,7 @@ pub(crate) fn check(buf: &[u8], want_kind: &[PageKind], want_id: u64, page: u64)
 pub(crate) fn image_intact(stored: &[u8]) -> bool {
     stored.len() > HEADER_SIZE
         && image(stored) == stored.len()
-        && get_u32(stored, CHECKSUM_OFFSET) == crc32c::crc32c(&stored[KIND_OFFSET..])
+        && get_u32(stored, CHECKSUM_OFFSET) == crate::checksum::crc32c(&stored[KIND_OFFSET..])
 }
 
 /// The checks of [`check`] after the checksum: kind, packing, id. `buf`

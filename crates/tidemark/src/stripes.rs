@@ -39,14 +39,12 @@ impl Stripes {
         }
     }
 
-    /// The stripe of `key` in `table`: a crc32c (one instruction per 8
-    /// bytes) of both, seeded per database. The hash only spreads keys over
+    /// The stripe of `key` in `table`: a CRC-32C of both, seeded per
+    /// database. The hash only spreads keys over
     /// locks, so it needs no resistance to chosen keys: the worst such keys
     /// can do is share a stripe, which serialises their writes.
     pub(crate) fn of(&self, table: &[u8], key: &[u8]) -> usize {
-        let h = crc32c::crc32c_append(self.seed, table);
-        let h = crc32c::crc32c_append(h, &[0xFF]);
-        crc32c::crc32c_append(h, key) as usize % STRIPES
+        crate::checksum::crc32c_append(self.seed, &[table, &[0xFF], key]) as usize % STRIPES
     }
 
     /// Locks `stripes` (any order, duplicates allowed).

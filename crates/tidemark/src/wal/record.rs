@@ -172,7 +172,7 @@ pub(crate) fn seal(rec: &mut [u8], lsn: u64, synced: u64, kind: u8) {
     rec[SYNCED_OFFSET..KIND_OFFSET].copy_from_slice(&synced.to_le_bytes());
     rec[KIND_OFFSET] = kind;
     rec[KIND_OFFSET + 1..HEADER].fill(0);
-    let crc = crc32c::crc32c(&rec[LEN_OFFSET..]);
+    let crc = crate::checksum::crc32c(&rec[LEN_OFFSET..]);
     rec[CRC_OFFSET..LEN_OFFSET].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -212,7 +212,7 @@ pub(crate) fn check(buf: &[u8], lsn: u64) -> Result<(Header, usize), Invalid> {
         .ok_or(Invalid::Malformed("length overflows"))?;
     let rec = buf.get(..total).ok_or(Invalid::Short)?;
     let crc = u32_at(rec, CRC_OFFSET).ok_or(Invalid::Short)?;
-    if crc32c::crc32c(&rec[LEN_OFFSET..]) != crc {
+    if crate::checksum::crc32c(&rec[LEN_OFFSET..]) != crc {
         return Err(Invalid::Checksum);
     }
     let h = Header {
