@@ -9,9 +9,9 @@
 //! OS is checked and every page written is sealed: with the `crc32c`
 //! crate, a YCSB load of 300,000 records in a 64 MB cache spent 13.7 % of
 //! its CPU samples here (BENCHMARKS.md, "Checksums by carry-less
-//! multiply"). The values are the same CRC-32C:
-//! files written with either read with the other (the tests compare them
-//! with the `crc32c` crate).
+//! multiply"). The values are the same CRC-32C: files written with
+//! either read with the other (the tests compare them with the `crc32c`
+//! crate).
 
 use crc_fast::{CrcAlgorithm, Digest};
 

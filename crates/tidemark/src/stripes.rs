@@ -40,9 +40,9 @@ impl Stripes {
     }
 
     /// The stripe of `key` in `table`: a CRC-32C of both, seeded per
-    /// database. The hash only spreads keys over
-    /// locks, so it needs no resistance to chosen keys: the worst such keys
-    /// can do is share a stripe, which serialises their writes.
+    /// database. The hash only spreads keys over locks, so it needs no
+    /// resistance to chosen keys: the worst such keys can do is share a
+    /// stripe, which serialises their writes.
     pub(crate) fn of(&self, table: &[u8], key: &[u8]) -> usize {
         crate::checksum::crc32c_append(self.seed, &[table, &[0xFF], key]) as usize % STRIPES
     }
