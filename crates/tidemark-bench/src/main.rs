@@ -11,6 +11,7 @@ mod crash_loop;
 mod engines;
 mod fill;
 mod import_export;
+mod memcg;
 mod pathologies;
 mod plots;
 mod read_after_checkpoint;
@@ -247,6 +248,16 @@ struct YcsbArgs {
     /// distribution.
     #[arg(long)]
     distribution: Option<String>,
+    /// Caps each engine's process at this many MB of memory, its heap and
+    /// the page cache it uses together, with a memory cgroup (needs write
+    /// access to the cgroup hierarchy, e.g. root): the same budget for
+    /// engines that cache in their own memory and for those, like LMDB,
+    /// whose cache is the kernel's page cache.
+    #[arg(long)]
+    memory_limit_mb: Option<u64>,
+    /// The memory cgroup the child joins first (set by the parent).
+    #[arg(long, hide = true)]
+    cgroup: Option<PathBuf>,
 }
 
 fn ycsb_args(
@@ -275,6 +286,8 @@ fn ycsb_args(
             .as_deref()
             .map(ycsb::Dist::parse)
             .transpose()?,
+        memory_limit_mb: y.memory_limit_mb,
+        cgroup: y.cgroup,
         json,
         dir,
     })

@@ -156,6 +156,10 @@ pub struct Args {
     pub max_secs: f64,
     /// Overrides every workload's request distribution.
     pub distribution: Option<Dist>,
+    /// Each engine process's memory cgroup limit, MB (heap and page cache).
+    pub memory_limit_mb: Option<u64>,
+    /// The cgroup a child joins before it opens its engine.
+    pub cgroup: Option<PathBuf>,
     pub json: bool,
     pub dir: PathBuf,
 }
@@ -422,6 +426,10 @@ fn bulk_load(e: &dyn Engine, a: &Args, ks: &Keyspace) -> BoxResult<u64> {
 /// runs the phases in order, prints one JSON line per phase.
 pub fn child(a: &Args) -> BoxResult<bool> {
     let name = a.engines.first().ok_or_else(|| msg("no engine"))?;
+    if let Some(g) = &a.cgroup {
+        // Before the engine allocates or reads anything.
+        crate::memcg::join(g)?;
+    }
     let path = a
         .dir
         .join(format!("tidemark-ycsb-{name}-{}", std::process::id()));
@@ -474,8 +482,16 @@ pub fn child(a: &Args) -> BoxResult<bool> {
 
 fn spawn_child(a: &Args, engine: &str) -> BoxResult<Vec<Phase>> {
     let exe = std::env::current_exe()?;
-    let out = Command::new(exe)
-        .arg("ycsb-child")
+    let group = a
+        .memory_limit_mb
+        .map(|mb| crate::memcg::MemCgroup::create(mb << 20))
+        .transpose()?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("ycsb-child");
+    if let Some(g) = &group {
+        cmd.arg("--cgroup").arg(g.path());
+    }
+    let out = cmd
         .args(["--engine", engine])
         .args(["--workloads", &a.phases.join(",")])
         .args(["--records", &a.records.to_string()])
@@ -495,10 +511,28 @@ fn spawn_child(a: &Args, engine: &str) -> BoxResult<Vec<Phase>> {
         .arg("--dir")
         .arg(&a.dir)
         .output()?;
+    if let Some(g) = &group {
+        match g.peak() {
+            Some(b) => eprintln!(
+                "  {engine}: memory cgroup peak {:.1} MB",
+                b as f64 / 1048576.0
+            ),
+            None => eprintln!("  {engine}: memory cgroup peak not reported by this kernel"),
+        }
+    }
     if !out.status.success() {
+        let killed = group.is_some() && {
+            use std::os::unix::process::ExitStatusExt;
+            out.status.signal() == Some(9)
+        };
         return Err(msg(&format!(
-            "{engine} failed ({}): {}",
+            "{engine} failed ({}{}): {}",
             out.status,
+            if killed {
+                "; killed, most likely by the kernel at the memory cgroup's limit"
+            } else {
+                ""
+            },
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
@@ -562,6 +596,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         }
     }
     let mut runs: Vec<Phase> = Vec::new();
+    let mut failures = Vec::new();
     for r in 0..a.rounds {
         let n = a.engines.len();
         for i in 0..n {
@@ -569,7 +604,17 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             // page cache) or last.
             let engine = &a.engines[(i + r) % n];
             eprintln!("round {}/{}: {engine}", r + 1, a.rounds);
-            runs.extend(spawn_child(a, engine)?);
+            match spawn_child(a, engine) {
+                Ok(phases) => runs.extend(phases),
+                // Under a memory limit an engine that needs more is killed
+                // by the kernel: that is a result, not a failed run.
+                Err(e) if a.memory_limit_mb.is_some() => {
+                    eprintln!("  {e}");
+                    failures
+                        .push(json!({"engine": engine, "round": r + 1, "error": e.to_string()}));
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
     let mut phases: Vec<String> = a.phases.clone();
@@ -597,10 +642,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             .map(|s| s.ops_per_sec);
         if !a.json {
             println!(
-                "\nYCSB {}{} ({} records, {} ops, {} threads, {} B values, durability {}, cache {} MB, median of {} rounds)",
+                "\nYCSB {}{} ({} records, {} ops, {} threads, {} B values, durability {}, cache {} MB{}, median of {} rounds)",
                 if p == "load" { "load".to_string() } else { format!("workload {}", p.to_uppercase()) },
                 a.distribution.map_or(String::new(), |d| format!(" ({} requests)", d.name())),
-                a.records, a.ops, a.threads, a.value_size, a.durability.name(), a.cache_mb, a.rounds
+                a.records, a.ops, a.threads, a.value_size, a.durability.name(), a.cache_mb,
+                a.memory_limit_mb.map_or(String::new(), |m| format!(", {m} MB per process in all")),
+                a.rounds
             );
             println!(
                 "{:<11} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}  durability",
@@ -683,10 +730,19 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "records": a.records, "ops": a.ops, "threads": a.threads, "value_size": a.value_size,
         "durability": a.durability.name(), "cache_mb": a.cache_mb, "rounds": a.rounds, "seed": a.seed,
         "distribution": a.distribution.map(Dist::name),
+        "memory_limit_mb": a.memory_limit_mb,
         "phases": tables,
         "runs": runs.iter().map(Phase::to_json).collect::<Vec<_>>(),
+        "failures": failures,
     });
     if !a.json {
+        for f in &failures {
+            println!(
+                "\nround {}: {}",
+                f["round"],
+                f["error"].as_str().unwrap_or("?")
+            );
+        }
         println!();
     }
     Ok(report::finish(

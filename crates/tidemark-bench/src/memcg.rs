@@ -1,0 +1,183 @@
+//! One memory budget for every engine, enforced by the kernel: a memory
+//! cgroup per benchmark child process.
+//!
+//! An engine's `cache_size` bounds only the memory the engine manages.
+//! An mmap engine (LMDB) has no such option: its cache is the kernel's page
+//! cache, which takes whatever memory the machine has free. Engines that
+//! read with `pread` also lean on the page cache below their own cache.
+//! A memory cgroup charges a process for its heap *and* for the page cache
+//! it reads or writes, and reclaims from it at the limit, so a limit on the
+//! cgroup is the same budget for all of them, however each one caches.
+//!
+//! The child joins the group itself, as its first act, before it opens an
+//! engine (`--cgroup`); the parent creates the group and removes it after
+//! the child exits. Both cgroup versions are handled: v1's `memory`
+//! hierarchy (`memory.limit_in_bytes`) and v2's unified one
+//! (`memory.max`). Creating a group needs write access to the current
+//! cgroup's directory (root, or a delegated subtree).
+
+use std::path::{Path, PathBuf};
+
+use crate::{msg, BoxResult};
+
+/// A memory cgroup created for one child process; removed on drop.
+pub struct MemCgroup {
+    path: PathBuf,
+    v2: bool,
+}
+
+/// This process's cgroup paths in `/proc/self/cgroup` text: in the v1
+/// `memory` hierarchy ("N:memory:/path", the controller possibly sharing
+/// its line with others) and in the v2 unified one ("0::/path").
+fn own_paths(map: &str) -> (Option<&str>, Option<&str>) {
+    let mut v1 = None;
+    let mut v2 = None;
+    for line in map.lines() {
+        let mut f = line.splitn(3, ':');
+        if let (Some(_), Some(ctls), Some(rel)) = (f.next(), f.next(), f.next()) {
+            if ctls.is_empty() {
+                v2 = Some(rel);
+            } else if ctls.split(',').any(|c| c == "memory") {
+                v1 = Some(rel);
+            }
+        }
+    }
+    (v1, v2)
+}
+
+/// Where this process's memory cgroup lives, and whether it is v2.
+fn own_group() -> BoxResult<(PathBuf, bool)> {
+    let map = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| msg(&format!("cannot read /proc/self/cgroup: {e}")))?;
+    let (v1, v2) = own_paths(&map);
+    if let Some(rel) = v1 {
+        let root = Path::new("/sys/fs/cgroup/memory");
+        if root.join("memory.limit_in_bytes").exists() {
+            return Ok((join_rel(root, rel), false));
+        }
+    }
+    if let Some(rel) = v2 {
+        for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+            let ctl = Path::new(root).join("cgroup.controllers");
+            if std::fs::read_to_string(&ctl)
+                .map(|c| c.split_whitespace().any(|c| c == "memory"))
+                .unwrap_or(false)
+            {
+                return Ok((join_rel(Path::new(root), rel), true));
+            }
+        }
+    }
+    Err(msg(
+        "no memory cgroup controller found (neither a v1 `memory` hierarchy nor v2 \
+         with `memory` in cgroup.controllers); --memory-limit-mb needs one",
+    ))
+}
+
+fn join_rel(root: &Path, rel: &str) -> PathBuf {
+    root.join(rel.trim_start_matches('/'))
+}
+
+fn write(path: &Path, what: &str) -> BoxResult<()> {
+    std::fs::write(path, what)
+        .map_err(|e| msg(&format!("cannot write {what:?} to {}: {e}", path.display())))
+}
+
+impl MemCgroup {
+    /// A new cgroup, a child of this process's own, holding at most
+    /// `limit` bytes (heap and page cache together).
+    pub fn create(limit: u64) -> BoxResult<MemCgroup> {
+        let (parent, v2) = own_group()?;
+        if v2 {
+            // A v2 group's children get the memory controller only if the
+            // parent hands it down. Fails where processes sit in the
+            // parent itself (the "no internal processes" rule) unless it
+            // is the root: then the error says so.
+            let sub = parent.join("cgroup.subtree_control");
+            let on = std::fs::read_to_string(&sub)
+                .map(|s| s.split_whitespace().any(|c| c == "memory"))
+                .unwrap_or(false);
+            if !on {
+                write(&sub, "+memory")?;
+            }
+        }
+        let path = parent.join(format!(
+            "tidemark-bench-{}-{}",
+            std::process::id(),
+            unique()
+        ));
+        std::fs::create_dir(&path)
+            .map_err(|e| msg(&format!("cannot create cgroup {}: {e}", path.display())))?;
+        let g = MemCgroup { path, v2 };
+        let file = if v2 {
+            "memory.max"
+        } else {
+            "memory.limit_in_bytes"
+        };
+        write(&g.path.join(file), &limit.to_string())?;
+        if v2 {
+            // Without swap the limit is the whole budget, as with v1 here.
+            let _ = std::fs::write(g.path.join("memory.swap.max"), "0");
+        }
+        Ok(g)
+    }
+
+    /// The directory a child passes to [`join`].
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The most the group held at once, bytes (v1 `memory.max_usage_in_bytes`,
+    /// v2 `memory.peak`, which kernels before 5.19 lack).
+    pub fn peak(&self) -> Option<u64> {
+        let file = if self.v2 {
+            "memory.peak"
+        } else {
+            "memory.max_usage_in_bytes"
+        };
+        std::fs::read_to_string(self.path.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for MemCgroup {
+    fn drop(&mut self) {
+        // Its process has exited; page cache still charged to it moves to
+        // the parent. Nothing to report if it is already gone.
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+/// Moves the calling process into the cgroup at `path`.
+pub fn join(path: &Path) -> BoxResult<()> {
+    write(&path.join("cgroup.procs"), &std::process::id().to_string())
+}
+
+/// A number no other group of this process has.
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_memory_hierarchy_in_either_version() {
+        let v1 = "9:name=systemd:/\n4:memory:/a/b\n3:cpu,cpuacct:/\n0::/\n";
+        assert_eq!(own_paths(v1), (Some("/a/b"), Some("/")));
+        let shared = "5:cpu,memory:/x\n";
+        assert_eq!(own_paths(shared), (Some("/x"), None));
+        let v2 = "0::/user.slice/u.scope\n";
+        assert_eq!(own_paths(v2), (None, Some("/user.slice/u.scope")));
+        assert_eq!(own_paths(""), (None, None));
+        assert_eq!(
+            join_rel(Path::new("/sys/fs/cgroup/memory"), "/a/b"),
+            PathBuf::from("/sys/fs/cgroup/memory/a/b")
+        );
+    }
+}
