@@ -97,7 +97,13 @@ impl MemCgroup {
                 .map(|s| s.split_whitespace().any(|c| c == "memory"))
                 .unwrap_or(false);
             if !on {
-                write(&sub, "+memory")?;
+                write(&sub, "+memory").map_err(|e| {
+                    msg(&format!(
+                        "{e} (cgroup v2 hands the memory controller to child groups only \
+                         from a group with no processes of its own: run from a delegated \
+                         subtree, e.g. `systemd-run --user --scope -p Delegate=yes`, or as root)"
+                    ))
+                })?;
             }
         }
         let path = parent.join(format!(
