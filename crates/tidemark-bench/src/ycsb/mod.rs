@@ -480,7 +480,9 @@ pub fn child(a: &Args) -> BoxResult<bool> {
     result.map(|()| true)
 }
 
-fn spawn_child(a: &Args, engine: &str) -> BoxResult<Vec<Phase>> {
+/// Runs one engine's child process. The outer error is ours (no process,
+/// no cgroup); the inner one says the child failed or was killed.
+fn spawn_child(a: &Args, engine: &str) -> BoxResult<Result<Vec<Phase>, String>> {
     let exe = std::env::current_exe()?;
     let group = a
         .memory_limit_mb
@@ -525,7 +527,7 @@ fn spawn_child(a: &Args, engine: &str) -> BoxResult<Vec<Phase>> {
             use std::os::unix::process::ExitStatusExt;
             out.status.signal() == Some(9)
         };
-        return Err(msg(&format!(
+        return Ok(Err(format!(
             "{engine} failed ({}{}): {}",
             out.status,
             if killed {
@@ -536,7 +538,7 @@ fn spawn_child(a: &Args, engine: &str) -> BoxResult<Vec<Phase>> {
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    String::from_utf8_lossy(&out.stdout)
+    let phases: BoxResult<Vec<Phase>> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.starts_with('{'))
         .map(|l| {
@@ -545,7 +547,8 @@ fn spawn_child(a: &Args, engine: &str) -> BoxResult<Vec<Phase>> {
                 .and_then(|v| Phase::from_json(&v))
                 .ok_or_else(|| msg(&format!("{engine}: unreadable result {l}")))
         })
-        .collect()
+        .collect();
+    phases.map(Ok)
 }
 
 fn median_of(v: &[Phase], f: impl Fn(&Phase) -> f64) -> f64 {
@@ -604,16 +607,15 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             // page cache) or last.
             let engine = &a.engines[(i + r) % n];
             eprintln!("round {}/{}: {engine}", r + 1, a.rounds);
-            match spawn_child(a, engine) {
+            match spawn_child(a, engine)? {
                 Ok(phases) => runs.extend(phases),
                 // Under a memory limit an engine that needs more is killed
                 // by the kernel: that is a result, not a failed run.
                 Err(e) if a.memory_limit_mb.is_some() => {
                     eprintln!("  {e}");
-                    failures
-                        .push(json!({"engine": engine, "round": r + 1, "error": e.to_string()}));
+                    failures.push(json!({"engine": engine, "round": r + 1, "error": e}));
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(msg(&e)),
             }
         }
     }
