@@ -46,6 +46,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let t = db.table("usertable")?;
     let records = (a.dataset_mb << 20) / (KEY_LEN + VALUE_LEN);
     let per_thread = records / a.threads;
+    let total = (per_thread * a.threads) as u64;
+    // Writers claim inserts from one count, so they all run until the
+    // last second: with a fixed share each, one finishes first and the
+    // run's last seconds measure fewer writers, not a stall.
+    let claimed = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     if !a.json {
@@ -84,14 +89,14 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let start = Instant::now();
     let workers: Vec<_> = (0..a.threads)
         .map(|w| {
-            let (t, done) = (t.clone(), done.clone());
+            let (t, done, claimed) = (t.clone(), done.clone(), claimed.clone());
             std::thread::spawn(move || -> tidemark::Result<Vec<u64>> {
                 let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed + w as u64);
                 // Worst insert (ns) of each second since the start, by
                 // the second the insert began in.
                 let mut worst: Vec<u64> = Vec::new();
                 let mut value = [0u8; VALUE_LEN];
-                for _ in 0..per_thread {
+                while claimed.fetch_add(1, Ordering::Relaxed) < total {
                     let k: u64 = rng.gen();
                     let key = format!("{k:016x}");
                     rng.fill(&mut value[..]);
