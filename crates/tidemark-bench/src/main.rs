@@ -189,6 +189,10 @@ enum Cmd {
         /// 1 with --quick).
         #[arg(long)]
         rounds: Option<usize>,
+        /// Caps each engine's process at this many MB, heap and page cache
+        /// together, with a memory cgroup (as `ycsb --memory-limit-mb`).
+        #[arg(long)]
+        memory_limit_mb: Option<u64>,
     },
     /// One engine of versus (the child process; not for direct use).
     #[command(hide = true)]
@@ -197,6 +201,9 @@ enum Cmd {
         workload: versus::Workload,
         #[arg(long)]
         engine: String,
+        /// The memory cgroup the child joins first (set by the parent).
+        #[arg(long)]
+        cgroup: Option<PathBuf>,
     },
     /// Writer throughput with 0, 1 and 8 long-lived snapshot readers.
     Snapshots {
@@ -392,7 +399,9 @@ fn main() -> ExitCode {
             engines,
             plots,
             rounds,
+            memory_limit_mb,
         } => versus::run(&versus::Args {
+            memory_limit_mb,
             rounds: rounds.unwrap_or(if cli.quick { 1 } else { 3 }).max(1),
             workload,
             engines: engines
@@ -402,9 +411,11 @@ fn main() -> ExitCode {
             dir: cli.dir,
             plots,
         }),
-        Cmd::VersusChild { workload, engine } => {
-            versus::child(workload, &engine, cli.quick, &cli.dir)
-        }
+        Cmd::VersusChild {
+            workload,
+            engine,
+            cgroup,
+        } => versus::child(workload, &engine, cli.quick, &cli.dir, cgroup.as_deref()),
         Cmd::YcsbChild { y, engine } => ycsb_args(y, vec![engine], 1, cli.quick, cli.json, cli.dir)
             .and_then(|a| ycsb::child(&a)),
         Cmd::Snapshots {

@@ -156,6 +156,56 @@ impl Drop for MemCgroup {
     }
 }
 
+/// What a child run by [`output_within`] did.
+pub struct ChildRun {
+    pub output: std::process::Output,
+    /// Whether it was under a limit and died of SIGKILL: most likely the
+    /// kernel's out-of-memory kill at the group's limit.
+    pub killed_at_limit: bool,
+}
+
+/// Runs `cmd`, a child of this binary whose subcommand takes `--cgroup`,
+/// in a fresh group of `limit_mb` MB if one is given (`--cgroup` is
+/// appended), and reports the group's peak on stderr under `label`.
+pub fn output_within(
+    cmd: &mut std::process::Command,
+    limit_mb: Option<u64>,
+    label: &str,
+) -> BoxResult<ChildRun> {
+    let group = limit_mb.map(|mb| MemCgroup::create(mb << 20)).transpose()?;
+    if let Some(g) = &group {
+        cmd.arg("--cgroup").arg(g.path());
+    }
+    let output = cmd.output()?;
+    if let Some(g) = &group {
+        match g.peak() {
+            Some(b) => eprintln!(
+                "  {label}: memory cgroup peak {:.1} MB",
+                b as f64 / 1048576.0
+            ),
+            None => eprintln!("  {label}: memory cgroup peak not reported by this kernel"),
+        }
+    }
+    let killed_at_limit = group.is_some() && {
+        use std::os::unix::process::ExitStatusExt;
+        output.status.signal() == Some(9)
+    };
+    Ok(ChildRun {
+        output,
+        killed_at_limit,
+    })
+}
+
+/// What to add to a failed child's message when it was killed at its
+/// group's limit.
+pub fn kill_note(run: &ChildRun) -> &'static str {
+    if run.killed_at_limit {
+        "; killed, most likely by the kernel at the memory cgroup's limit"
+    } else {
+        ""
+    }
+}
+
 /// Moves the calling process into the cgroup at `path`.
 pub fn join(path: &Path) -> BoxResult<()> {
     write(&path.join("cgroup.procs"), &std::process::id().to_string())

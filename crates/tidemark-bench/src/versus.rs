@@ -61,6 +61,9 @@ pub struct Args {
     /// engine's reported run is its median by the workload's headline
     /// figure.
     pub rounds: usize,
+    /// Each engine process's memory cgroup limit, MB (heap and page
+    /// cache together; see `memcg`).
+    pub memory_limit_mb: Option<u64>,
 }
 
 const KEY_LEN: usize = 16;
@@ -93,7 +96,17 @@ fn random_key(rng: &mut SmallRng) -> [u8; KEY_LEN] {
 }
 
 /// The child: runs `workload` on `engine`, prints one JSON object.
-pub fn child(workload: Workload, engine: &str, quick: bool, dir: &Path) -> BoxResult<bool> {
+pub fn child(
+    workload: Workload,
+    engine: &str,
+    quick: bool,
+    dir: &Path,
+    cgroup: Option<&Path>,
+) -> BoxResult<bool> {
+    if let Some(g) = cgroup {
+        // Before the engine allocates or reads anything.
+        crate::memcg::join(g)?;
+    }
     let path = scratch(dir, engine);
     let _ = std::fs::remove_dir_all(&path);
     let r = match workload {
@@ -485,7 +498,9 @@ fn ring(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     }))
 }
 
-fn spawn(a: &Args, engine: &str) -> BoxResult<Value> {
+/// Runs one engine's child process. The outer error is ours; the inner
+/// one says the child failed or was killed.
+fn spawn(a: &Args, engine: &str) -> BoxResult<Result<Value, String>> {
     let exe = std::env::current_exe()?;
     let mut c = Command::new(exe);
     c.args([
@@ -499,16 +514,18 @@ fn spawn(a: &Args, engine: &str) -> BoxResult<Value> {
     if a.quick {
         c.arg("--quick");
     }
-    let out = c.output()?;
+    let run = crate::memcg::output_within(&mut c, a.memory_limit_mb, engine)?;
+    let out = &run.output;
     let stdout = String::from_utf8_lossy(&out.stdout);
     match (
         out.status.success(),
         stdout.lines().rev().find(|l| l.starts_with('{')),
     ) {
-        (true, Some(l)) => Ok(serde_json::from_str(l)?),
-        _ => Err(msg(&format!(
-            "{engine} failed ({}): {}",
+        (true, Some(l)) => Ok(Ok(serde_json::from_str(l)?)),
+        _ => Ok(Err(format!(
+            "{engine} failed ({}{}): {}",
             out.status,
+            crate::memcg::kill_note(&run),
             String::from_utf8_lossy(&out.stderr).trim()
         ))),
     }
@@ -534,11 +551,21 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         engines_run.insert(0, "tidemark-capped".into());
     }
     let mut all: Vec<Value> = Vec::new();
+    let mut failures = Vec::new();
     for r in 0..a.rounds {
         for i in 0..engines_run.len() {
             let e = &engines_run[(i + r) % engines_run.len()];
             eprintln!("{} round {}/{}: {e}", a.workload.name(), r + 1, a.rounds);
-            all.push(spawn(a, e)?);
+            match spawn(a, e)? {
+                Ok(v) => all.push(v),
+                // Under a memory limit an engine that needs more is killed
+                // by the kernel: that is a result, not a failed run.
+                Err(why) if a.memory_limit_mb.is_some() => {
+                    eprintln!("  {why}");
+                    failures.push(json!({"engine": e, "round": r + 1, "error": why}));
+                }
+                Err(why) => return Err(msg(&why)),
+            }
         }
     }
     let headline = |v: &Value| -> f64 {
@@ -756,8 +783,23 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             // No target of its own in the issue: the table is the comparison.
         }
     }
-    let figures = json!({ "workload_detail": a.workload.name(), "rounds": a.rounds, "engines": results, "all_runs": all });
+    let figures = json!({
+        "workload_detail": a.workload.name(), "rounds": a.rounds, "engines": results, "all_runs": all,
+        "memory_limit_mb": a.memory_limit_mb, "failures": failures,
+    });
     if human {
+        if let Some(mb) = a.memory_limit_mb {
+            println!(
+                "memory limit: {mb} MB per engine process, heap and page cache (memory cgroup)"
+            );
+        }
+        for f in &failures {
+            println!(
+                "round {}: {}",
+                f["round"],
+                f["error"].as_str().unwrap_or("?")
+            );
+        }
         println!(
             "(each engine: the median of {} runs by the workload's headline figure)\n",
             a.rounds

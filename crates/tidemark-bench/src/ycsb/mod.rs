@@ -484,16 +484,8 @@ pub fn child(a: &Args) -> BoxResult<bool> {
 /// no cgroup); the inner one says the child failed or was killed.
 fn spawn_child(a: &Args, engine: &str) -> BoxResult<Result<Vec<Phase>, String>> {
     let exe = std::env::current_exe()?;
-    let group = a
-        .memory_limit_mb
-        .map(|mb| crate::memcg::MemCgroup::create(mb << 20))
-        .transpose()?;
     let mut cmd = Command::new(exe);
-    cmd.arg("ycsb-child");
-    if let Some(g) = &group {
-        cmd.arg("--cgroup").arg(g.path());
-    }
-    let out = cmd
+    cmd.arg("ycsb-child")
         .args(["--engine", engine])
         .args(["--workloads", &a.phases.join(",")])
         .args(["--records", &a.records.to_string()])
@@ -511,30 +503,14 @@ fn spawn_child(a: &Args, engine: &str) -> BoxResult<Result<Vec<Phase>, String>> 
                 .flatten(),
         )
         .arg("--dir")
-        .arg(&a.dir)
-        .output()?;
-    if let Some(g) = &group {
-        match g.peak() {
-            Some(b) => eprintln!(
-                "  {engine}: memory cgroup peak {:.1} MB",
-                b as f64 / 1048576.0
-            ),
-            None => eprintln!("  {engine}: memory cgroup peak not reported by this kernel"),
-        }
-    }
+        .arg(&a.dir);
+    let run = crate::memcg::output_within(&mut cmd, a.memory_limit_mb, engine)?;
+    let out = &run.output;
     if !out.status.success() {
-        let killed = group.is_some() && {
-            use std::os::unix::process::ExitStatusExt;
-            out.status.signal() == Some(9)
-        };
         return Ok(Err(format!(
             "{engine} failed ({}{}): {}",
             out.status,
-            if killed {
-                "; killed, most likely by the kernel at the memory cgroup's limit"
-            } else {
-                ""
-            },
+            crate::memcg::kill_note(&run),
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
