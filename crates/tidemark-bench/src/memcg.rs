@@ -206,6 +206,28 @@ pub fn kill_note(run: &ChildRun) -> &'static str {
     }
 }
 
+/// A child's result in a run of rounds. Under a memory limit a failed
+/// child is a result (an engine killed at the limit): it is reported,
+/// recorded in `failures`, and `None` returned. Without a limit a failure
+/// stops the run.
+pub fn tolerate<T>(
+    result: Result<T, String>,
+    limited: bool,
+    engine: &str,
+    round: usize,
+    failures: &mut Vec<serde_json::Value>,
+) -> BoxResult<Option<T>> {
+    match result {
+        Ok(v) => Ok(Some(v)),
+        Err(why) if limited => {
+            eprintln!("  {why}");
+            failures.push(serde_json::json!({"engine": engine, "round": round, "error": why}));
+            Ok(None)
+        }
+        Err(why) => Err(msg(&why)),
+    }
+}
+
 /// Moves the calling process into the cgroup at `path`.
 pub fn join(path: &Path) -> BoxResult<()> {
     write(&path.join("cgroup.procs"), &std::process::id().to_string())

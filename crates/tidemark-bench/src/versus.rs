@@ -556,15 +556,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         for i in 0..engines_run.len() {
             let e = &engines_run[(i + r) % engines_run.len()];
             eprintln!("{} round {}/{}: {e}", a.workload.name(), r + 1, a.rounds);
-            match spawn(a, e)? {
-                Ok(v) => all.push(v),
-                // Under a memory limit an engine that needs more is killed
-                // by the kernel: that is a result, not a failed run.
-                Err(why) if a.memory_limit_mb.is_some() => {
-                    eprintln!("  {why}");
-                    failures.push(json!({"engine": e, "round": r + 1, "error": why}));
-                }
-                Err(why) => return Err(msg(&why)),
+            let limited = a.memory_limit_mb.is_some();
+            if let Some(v) = crate::memcg::tolerate(spawn(a, e)?, limited, e, r + 1, &mut failures)?
+            {
+                all.push(v);
             }
         }
     }

@@ -583,15 +583,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             // page cache) or last.
             let engine = &a.engines[(i + r) % n];
             eprintln!("round {}/{}: {engine}", r + 1, a.rounds);
-            match spawn_child(a, engine)? {
-                Ok(phases) => runs.extend(phases),
-                // Under a memory limit an engine that needs more is killed
-                // by the kernel: that is a result, not a failed run.
-                Err(e) if a.memory_limit_mb.is_some() => {
-                    eprintln!("  {e}");
-                    failures.push(json!({"engine": engine, "round": r + 1, "error": e}));
-                }
-                Err(e) => return Err(msg(&e)),
+            let limited = a.memory_limit_mb.is_some();
+            let done = spawn_child(a, engine)?;
+            if let Some(phases) =
+                crate::memcg::tolerate(done, limited, engine, r + 1, &mut failures)?
+            {
+                runs.extend(phases);
             }
         }
     }
