@@ -196,13 +196,23 @@ pub fn output_within(
     })
 }
 
-/// What to add to a failed child's message when it was killed at its
-/// group's limit.
-pub fn kill_note(run: &ChildRun) -> &'static str {
-    if run.killed_at_limit {
-        "; killed, most likely by the kernel at the memory cgroup's limit"
-    } else {
-        ""
+impl ChildRun {
+    /// The child's result: `Ok` when it exited successfully, else what
+    /// went wrong with `engine`, for the report.
+    pub fn status(&self, engine: &str) -> Result<(), String> {
+        if self.output.status.success() {
+            return Ok(());
+        }
+        Err(format!(
+            "{engine} failed ({}{}): {}",
+            self.output.status,
+            if self.killed_at_limit {
+                "; killed, most likely by the kernel at the memory cgroup's limit"
+            } else {
+                ""
+            },
+            String::from_utf8_lossy(&self.output.stderr).trim()
+        ))
     }
 }
 
@@ -225,6 +235,17 @@ pub fn tolerate<T>(
             Ok(None)
         }
         Err(why) => Err(msg(&why)),
+    }
+}
+
+/// Prints the failures [`tolerate`] recorded, one line each.
+pub fn print_failures(failures: &[serde_json::Value]) {
+    for f in failures {
+        println!(
+            "round {}: {}",
+            f["round"],
+            f["error"].as_str().unwrap_or("?")
+        );
     }
 }
 

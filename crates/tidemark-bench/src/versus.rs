@@ -515,18 +515,15 @@ fn spawn(a: &Args, engine: &str) -> BoxResult<Result<Value, String>> {
         c.arg("--quick");
     }
     let run = crate::memcg::output_within(&mut c, a.memory_limit_mb, engine)?;
-    let out = &run.output;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    match (
-        out.status.success(),
-        stdout.lines().rev().find(|l| l.starts_with('{')),
-    ) {
-        (true, Some(l)) => Ok(Ok(serde_json::from_str(l)?)),
-        _ => Ok(Err(format!(
-            "{engine} failed ({}{}): {}",
-            out.status,
-            crate::memcg::kill_note(&run),
-            String::from_utf8_lossy(&out.stderr).trim()
+    if let Err(why) = run.status(engine) {
+        return Ok(Err(why));
+    }
+    let stdout = String::from_utf8_lossy(&run.output.stdout);
+    match stdout.lines().rev().find(|l| l.starts_with('{')) {
+        Some(l) => Ok(Ok(serde_json::from_str(l)?)),
+        None => Ok(Err(format!(
+            "{engine} printed no result: {}",
+            String::from_utf8_lossy(&run.output.stderr).trim()
         ))),
     }
 }
@@ -788,13 +785,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 "memory limit: {mb} MB per engine process, heap and page cache (memory cgroup)"
             );
         }
-        for f in &failures {
-            println!(
-                "round {}: {}",
-                f["round"],
-                f["error"].as_str().unwrap_or("?")
-            );
-        }
+        crate::memcg::print_failures(&failures);
         println!(
             "(each engine: the median of {} runs by the workload's headline figure)\n",
             a.rounds

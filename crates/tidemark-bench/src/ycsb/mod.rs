@@ -505,16 +505,10 @@ fn spawn_child(a: &Args, engine: &str) -> BoxResult<Result<Vec<Phase>, String>> 
         .arg("--dir")
         .arg(&a.dir);
     let run = crate::memcg::output_within(&mut cmd, a.memory_limit_mb, engine)?;
-    let out = &run.output;
-    if !out.status.success() {
-        return Ok(Err(format!(
-            "{engine} failed ({}{}): {}",
-            out.status,
-            crate::memcg::kill_note(&run),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+    if let Err(why) = run.status(engine) {
+        return Ok(Err(why));
     }
-    let phases: BoxResult<Vec<Phase>> = String::from_utf8_lossy(&out.stdout)
+    let phases: BoxResult<Vec<Phase>> = String::from_utf8_lossy(&run.output.stdout)
         .lines()
         .filter(|l| l.starts_with('{'))
         .map(|l| {
@@ -711,12 +705,9 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "failures": failures,
     });
     if !a.json {
-        for f in &failures {
-            println!(
-                "\nround {}: {}",
-                f["round"],
-                f["error"].as_str().unwrap_or("?")
-            );
+        if !failures.is_empty() {
+            println!();
+            crate::memcg::print_failures(&failures);
         }
         println!();
     }
