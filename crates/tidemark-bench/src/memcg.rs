@@ -26,55 +26,17 @@ pub struct MemCgroup {
     v2: bool,
 }
 
-/// This process's cgroup paths in `/proc/self/cgroup` text: in the v1
-/// `memory` hierarchy ("N:memory:/path", the controller possibly sharing
-/// its line with others) and in the v2 unified one ("0::/path").
-fn own_paths(map: &str) -> (Option<&str>, Option<&str>) {
-    let mut v1 = None;
-    let mut v2 = None;
-    for line in map.lines() {
-        let mut f = line.splitn(3, ':');
-        if let (Some(_), Some(ctls), Some(rel)) = (f.next(), f.next(), f.next()) {
-            if ctls.is_empty() {
-                v2 = Some(rel);
-            } else if ctls.split(',').any(|c| c == "memory") {
-                v1 = Some(rel);
-            }
-        }
-    }
-    (v1, v2)
-}
-
-/// Where this process's memory cgroup lives, and whether it is v2.
+/// Where this process's memory cgroup lives, and whether it is v2 (the
+/// engine's own lookup, which `Builder::os_cache` uses to find a limit).
 fn own_group() -> BoxResult<(PathBuf, bool)> {
-    let map = std::fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| msg(&format!("cannot read /proc/self/cgroup: {e}")))?;
-    let (v1, v2) = own_paths(&map);
-    if let Some(rel) = v1 {
-        let root = Path::new("/sys/fs/cgroup/memory");
-        if root.join("memory.limit_in_bytes").exists() {
-            return Ok((join_rel(root, rel), false));
-        }
-    }
-    if let Some(rel) = v2 {
-        for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
-            let ctl = Path::new(root).join("cgroup.controllers");
-            if std::fs::read_to_string(&ctl)
-                .map(|c| c.split_whitespace().any(|c| c == "memory"))
-                .unwrap_or(false)
-            {
-                return Ok((join_rel(Path::new(root), rel), true));
-            }
-        }
-    }
-    Err(msg(
-        "no memory cgroup controller found (neither a v1 `memory` hierarchy nor v2 \
-         with `memory` in cgroup.controllers); --memory-limit-mb needs one",
-    ))
-}
-
-fn join_rel(root: &Path, rel: &str) -> PathBuf {
-    root.join(rel.trim_start_matches('/'))
+    tidemark::os_cache::memory_cgroup()
+        .map(|g| (g.dir, g.v2))
+        .ok_or_else(|| {
+            msg(
+                "no memory cgroup controller found (neither a v1 `memory` hierarchy nor v2 \
+                 with `memory` in cgroup.controllers); --memory-limit-mb needs one",
+            )
+        })
 }
 
 fn write(path: &Path, what: &str) -> BoxResult<()> {
@@ -259,24 +221,4 @@ fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finds_the_memory_hierarchy_in_either_version() {
-        let v1 = "9:name=systemd:/\n4:memory:/a/b\n3:cpu,cpuacct:/\n0::/\n";
-        assert_eq!(own_paths(v1), (Some("/a/b"), Some("/")));
-        let shared = "5:cpu,memory:/x\n";
-        assert_eq!(own_paths(shared), (Some("/x"), None));
-        let v2 = "0::/user.slice/u.scope\n";
-        assert_eq!(own_paths(v2), (None, Some("/user.slice/u.scope")));
-        assert_eq!(own_paths(""), (None, None));
-        assert_eq!(
-            join_rel(Path::new("/sys/fs/cgroup/memory"), "/a/b"),
-            PathBuf::from("/sys/fs/cgroup/memory/a/b")
-        );
-    }
 }

@@ -32,6 +32,8 @@ const GAUGES: &[&str] = &[
     "file_size",
     "file_free_bytes",
     "file_limbo_bytes",
+    "memory_limit_bytes",
+    "os_cache_drop_behind",
     "log_max_group",
     "log_position",
     "log_synced",

@@ -198,7 +198,7 @@ impl Database {
     #[pyo3(signature = (path, *, cache_size=None, durability=None, eviction_target=None,
         eviction_trigger=None, eviction_dirty_target=None, eviction_dirty_trigger=None,
         eviction_threads=None, checkpoint_interval=None, checkpoint_log_size=None,
-        checkpoint_flush_nice=None, write_back_interval=None, log_segment_size=None,
+        checkpoint_flush_nice=None, write_back_interval=None, os_cache=None, log_segment_size=None,
         version_budget=None, statistics_log=true, statistics_interval=None,
         statistics_path=None, control_socket=false))]
     #[allow(clippy::too_many_arguments)]
@@ -216,6 +216,7 @@ impl Database {
         checkpoint_log_size: Option<u64>,
         checkpoint_flush_nice: Option<i32>,
         write_back_interval: Option<f64>,
+        os_cache: Option<&str>,
         log_segment_size: Option<u64>,
         version_budget: Option<u8>,
         statistics_log: bool,
@@ -257,6 +258,9 @@ impl Database {
         }
         if let Some(secs) = write_back_interval {
             b = b.write_back_interval(interval("write_back_interval", secs)?);
+        }
+        if let Some(v) = os_cache {
+            b = b.os_cache(v.parse().map_err(|e| to_py(py, e))?);
         }
         if let Some(v) = log_segment_size {
             b = b.log_segment_size(v);

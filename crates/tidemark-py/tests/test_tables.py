@@ -70,6 +70,23 @@ def test_write_back_interval(tmp_path):
         assert db.stats()["data_write_backs"] == 0
 
 
+def test_os_cache(tmp_path):
+    # "keep" never drops; "drop" keeps every value (and drops where the
+    # kernel can); anything else is refused.
+    with tidemark.open(tmp_path / "a", cache_size="2MB", os_cache="keep") as db:
+        assert db.stats()["os_cache_drop_behind"] == 0
+        assert db.stats()["memory_limit_bytes"] == 0
+    with tidemark.open(tmp_path / "b", cache_size="2MB", os_cache="drop") as db:
+        kv = db.table("kv")
+        for k in range(2000):
+            kv.put(b"k%05d" % k, b"v%d" % k * 200)
+        db.checkpoint()
+        for k in range(0, 2000, 7):
+            assert kv.get(b"k%05d" % k) == b"v%d" % k * 200
+    with pytest.raises(tidemark.ConfigurationError):
+        tidemark.open(tmp_path / "c", os_cache="sometimes")
+
+
 def test_checkpoint_flush_nice(tmp_path):
     # Out of 0..19: refused; negative turns the thread off.
     with pytest.raises(tidemark.ConfigurationError):

@@ -18,6 +18,7 @@ use crate::checkpoint::{self, CheckpointInfo};
 use crate::engine::{decode_root, Engine, CATALOG_ROOT};
 use crate::error::{Error, Result};
 use crate::io::{FileSystem, OsFileSystem};
+use crate::os_cache::OsCache;
 use crate::page::PAGE_SIZE;
 use crate::statlog::{self, StatisticsLog};
 use crate::stats::{bump, Stats};
@@ -57,6 +58,7 @@ pub struct Builder {
     checkpoint_log_size: Option<u64>,
     checkpoint_flush_nice: Option<i32>,
     write_back_interval: Option<Duration>,
+    os_cache: OsCache,
     durability: Durability,
     log_segment_size: u64,
     version_budget: u8,
@@ -84,6 +86,7 @@ impl std::fmt::Debug for Builder {
             .field("checkpoint_log_size", &self.checkpoint_log_size)
             .field("checkpoint_flush_nice", &self.checkpoint_flush_nice)
             .field("write_back_interval", &self.write_back_interval)
+            .field("os_cache", &self.os_cache)
             .field("durability", &self.durability)
             .field("log_segment_size", &self.log_segment_size)
             .field("version_budget", &self.version_budget)
@@ -108,6 +111,7 @@ impl Builder {
             checkpoint_log_size: Some(DEFAULT_CHECKPOINT_LOG_SIZE),
             checkpoint_flush_nice: Some(19),
             write_back_interval: Some(DEFAULT_WRITE_BACK_INTERVAL),
+            os_cache: OsCache::Auto,
             durability: Durability::Write,
             log_segment_size: DEFAULT_SEGMENT_SIZE,
             version_budget: 10,
@@ -220,6 +224,24 @@ impl Builder {
     /// later checkpoint's sync could then succeed over lost pages.
     pub fn write_back_interval(mut self, every: Option<Duration>) -> Self {
         self.write_back_interval = every;
+        self
+    }
+    /// Whether the data file's pages stay in the operating system's page
+    /// cache after tidemark reads or writes them (default
+    /// [`OsCache::Auto`]). The buffer pool is the cache `cache_size`
+    /// bounds; below it the kernel caches the file too, which makes a page
+    /// read again after its eviction a memory copy. Under a memory limit
+    /// (a container's cgroup) that second cache is charged to the process,
+    /// and once the file outgrows the room the limit leaves, each new page
+    /// in it waits for reclaim, up to 100 ms when the pages to reclaim are
+    /// still being written back. `Auto` finds the process's memory limit
+    /// at open and drops the pages behind each read and write (Linux
+    /// 6.14's `RWF_DONTCACHE`) once the data file is larger than half of
+    /// what the limit leaves beside `cache_size`; it keeps them otherwise.
+    /// `Stats::os_cache_drop_behind` says which is in force. BENCHMARKS.md,
+    /// "Cache pressure under a memory limit", has the figures.
+    pub fn os_cache(mut self, policy: OsCache) -> Self {
+        self.os_cache = policy;
         self
     }
     /// Durability of commits that do not choose their own.
@@ -338,6 +360,13 @@ impl Builder {
             self.version_bytes(),
         )?;
         engine.ckpt.flush_nice = self.checkpoint_flush_nice;
+        let limit = match self.os_cache {
+            OsCache::Auto => crate::os_cache::memory_limit(),
+            _ => None,
+        };
+        engine
+            .pager
+            .set_os_cache(self.os_cache, limit, self.cache_size as u64);
         let engine = Arc::new(engine);
         let shared = Arc::new(Shared {
             stop: Mutex::new(false),

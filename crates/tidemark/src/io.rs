@@ -11,6 +11,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// One open file, addressed by byte offset.
@@ -69,6 +70,14 @@ pub trait FileIo: Send + Sync + 'static {
     /// file, if known. The default does not know.
     fn free_space(&self) -> io::Result<Option<u64>> {
         Ok(None)
+    }
+    /// Asks that the pages of later reads and writes leave the operating
+    /// system's cache once the read is done or the write has reached the
+    /// device (`on`), or stay as usual; returns whether they will leave
+    /// it. See `os_cache` for why. The default cannot, and returns false.
+    fn set_drop_behind(&self, on: bool) -> bool {
+        let _ = on;
+        false
     }
 }
 
@@ -168,7 +177,11 @@ impl FileSystem for OsFileSystem {
             .create(create)
             .truncate(false)
             .open(path)?;
-        Ok(Arc::new(OsFile { file }))
+        Ok(Arc::new(OsFile {
+            file,
+            drop_behind: AtomicBool::new(false),
+            drop_unsupported: AtomicBool::new(false),
+        }))
     }
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(dir)
@@ -214,6 +227,76 @@ impl FileSystem for OsFileSystem {
 
 struct OsFile {
     file: File,
+    /// Reads and writes pass `RWF_DONTCACHE` ([`FileIo::set_drop_behind`]).
+    drop_behind: AtomicBool,
+    /// The kernel refused `RWF_DONTCACHE` (before 6.14, or a file system
+    /// without it): never asked again.
+    drop_unsupported: AtomicBool,
+}
+
+/// Linux's `RWF_DONTCACHE` (uapi `linux/fs.h`, 6.14): buffered I/O whose
+/// pages leave the page cache once done. Not in the libc crate yet.
+#[cfg(target_os = "linux")]
+const RWF_DONTCACHE: libc::c_int = 0x80;
+
+impl OsFile {
+    /// The `preadv2`/`pwritev2` flags for the next call.
+    #[cfg(target_os = "linux")]
+    fn rw_flags(&self) -> libc::c_int {
+        if self.drop_behind.load(Ordering::Relaxed) {
+            RWF_DONTCACHE
+        } else {
+            0
+        }
+    }
+
+    /// Called when a call with `flags` failed with `e`: true if the caller
+    /// should retry without the flag (the kernel does not know it; it is
+    /// then off for good).
+    #[cfg(target_os = "linux")]
+    fn drop_refused(&self, flags: libc::c_int, e: &io::Error) -> bool {
+        if flags & RWF_DONTCACHE != 0 && e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            self.drop_unsupported.store(true, Ordering::Relaxed);
+            self.drop_behind.store(false, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    #[cfg(target_os = "linux")]
+    fn read_exact_flagged(&self, mut buf: &mut [u8], mut at: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        while !buf.is_empty() {
+            let flags = self.rw_flags();
+            let iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            };
+            // SAFETY: `iov` describes `buf`, which is valid for writes of
+            // its length and outlives the call; the kernel writes at most
+            // that many bytes into it. The descriptor is open for as long
+            // as `self.file` lives.
+            #[allow(unsafe_code)]
+            let rc = unsafe { libc::preadv2(self.file.as_raw_fd(), &iov, 1, off_t(at)?, flags) };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted || self.drop_refused(flags, &e) {
+                    continue;
+                }
+                return Err(e);
+            }
+            if rc == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "failed to fill whole buffer",
+                ));
+            }
+            let n = rc as usize;
+            buf = &mut buf[n..];
+            at += n as u64;
+        }
+        Ok(())
+    }
 }
 
 /// A data file in memory, for unit tests; it logs the reads made of it.
@@ -278,10 +361,39 @@ impl FileIo for MemFile {
 
 impl FileIo for OsFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        if self.drop_behind.load(Ordering::Relaxed) {
+            return self.read_exact_flagged(buf, offset);
+        }
         FileExt::read_exact_at(&self.file, buf, offset)
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        if self.drop_behind.load(Ordering::Relaxed) {
+            return self.write_all_vectored_at(&[buf], offset);
+        }
         FileExt::write_all_at(&self.file, buf, offset)
+    }
+    fn set_drop_behind(&self, on: bool) -> bool {
+        #[cfg(target_os = "linux")]
+        let on = on && !self.drop_unsupported.load(Ordering::Relaxed) && {
+            // Ask the kernel once: a one-byte read with the flag fails
+            // with EOPNOTSUPP where the flag is unknown, whatever the
+            // file's length.
+            let mut b = [0u8; 1];
+            self.drop_behind.store(true, Ordering::Relaxed);
+            match self.read_exact_flagged(&mut b, 0) {
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => true,
+                _ => !self.drop_unsupported.load(Ordering::Relaxed),
+            }
+        };
+        #[cfg(not(target_os = "linux"))]
+        let on = {
+            let _ = on;
+            false
+        };
+        self.drop_behind.store(on, Ordering::Relaxed);
+        on
     }
     #[cfg(target_os = "linux")]
     fn write_all_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
@@ -297,6 +409,7 @@ impl FileIo for OsFile {
         let mut left = &mut parts[..bufs.len()];
         let mut at = offset;
         while !left.is_empty() {
+            let flags = self.rw_flags();
             // SAFETY: `IoSlice` is guaranteed ABI-compatible with `iovec`
             // on Unix; `left` holds at most MAX_PARTS (< IOV_MAX) valid
             // slices that borrow `bufs`, which outlive the call, and the
@@ -304,16 +417,17 @@ impl FileIo for OsFile {
             // as `self.file` lives.
             #[allow(unsafe_code)]
             let rc = unsafe {
-                libc::pwritev(
+                libc::pwritev2(
                     self.file.as_raw_fd(),
                     left.as_ptr().cast::<libc::iovec>(),
                     left.len() as libc::c_int,
                     off_t(at)?,
+                    flags,
                 )
             };
             if rc < 0 {
                 let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
+                if e.kind() == io::ErrorKind::Interrupted || self.drop_refused(flags, &e) {
                     continue;
                 }
                 return Err(e);
@@ -376,6 +490,11 @@ impl FileIo for OsFile {
     #[cfg(target_os = "linux")]
     fn populate(&self, offset: u64, len: u64, step: u64) -> io::Result<()> {
         use std::os::fd::AsRawFd;
+        if self.drop_behind.load(Ordering::Relaxed) {
+            // Pages cached ahead would be charged to a memory limit that
+            // has no room for them (see `os_cache`).
+            return Ok(());
+        }
         let end = offset.saturating_add(len);
         let mut off = offset;
         while off < end {
@@ -465,5 +584,35 @@ mod tests {
         let mut got = vec![0u8; want.len()];
         f.read_exact_at(&mut got, 0).unwrap();
         assert_eq!(got, want);
+    }
+    /// With the pages dropped behind each call (or, on a kernel without
+    /// `RWF_DONTCACHE`, refused and left as usual), reads and writes, plain
+    /// and vectored, past the end and short of it, still see what was
+    /// written; switched off again, they go on the same.
+    #[test]
+    fn drop_behind_keeps_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = OsFileSystem.open(&dir.path().join("f"), true).unwrap();
+        let on = f.set_drop_behind(true);
+        if cfg!(target_os = "linux") && !on {
+            eprintln!("RWF_DONTCACHE not supported here; the plain path was tested");
+        }
+        let block: Vec<u8> = (0..16384u32).map(|i| (i * 7 + 3) as u8).collect();
+        f.write_all_at(&block, 0).unwrap();
+        f.write_all_vectored_at(&[&block[..100], &block[100..]], 16384)
+            .unwrap();
+        let mut got = vec![0u8; 2 * 16384];
+        f.read_exact_at(&mut got, 0).unwrap();
+        assert_eq!(&got[..16384], &block[..]);
+        assert_eq!(&got[16384..], &block[..]);
+        // A read past the end fails as a plain one does.
+        let mut past = vec![0u8; 10];
+        let e = f.read_exact_at(&mut past, 2 * 16384 - 5).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(!f.set_drop_behind(false));
+        f.write_all_at(&[9u8; 4], 5).unwrap();
+        let mut four = [0u8; 4];
+        f.read_exact_at(&mut four, 5).unwrap();
+        assert_eq!(four, [9u8; 4]);
     }
 }

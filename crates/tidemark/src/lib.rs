@@ -47,6 +47,7 @@ pub mod fuzzing;
 mod gate;
 pub mod io;
 mod meta;
+pub mod os_cache;
 mod page;
 mod pagemap;
 mod pager;
@@ -75,6 +76,7 @@ pub use docs::{
 };
 pub use engine::DATA_FILE;
 pub use error::{Error, Result};
+pub use os_cache::OsCache;
 pub use page::PAGE_SIZE;
 pub use statlog::{StatisticsLog, CONTROL_SOCKET, STATS_FILE_PREFIX, STATS_FILE_SUFFIX};
 pub use stats::{NamedStats, Stats};

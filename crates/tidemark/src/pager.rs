@@ -19,6 +19,7 @@ use crate::alloc::BlockAlloc;
 use crate::btree::node;
 use crate::error::{Error, Result};
 use crate::io::FileIo;
+use crate::os_cache::OsCache;
 use crate::page::{self, PageKind, PAGE_SIZE};
 use crate::pagemap::{self, PageMap, MAX_PIDS, NO_BLOCK};
 
@@ -275,6 +276,22 @@ pub(crate) struct Pager {
     /// exclusively, so a scan that remembered its place in a branch can
     /// tell whether that place still holds (see [`crate::btree::ScanHint`]).
     pub(crate) shape_changes: AtomicU64,
+    /// Whether the data file's pages stay in the OS page cache (see
+    /// `os_cache`); set at open, then reviewed as the file's length changes.
+    pub(crate) os_cache: OsCacheRule,
+}
+
+/// The rule for the data file's pages in the operating system's cache, and
+/// its current verdict.
+#[derive(Default)]
+pub(crate) struct OsCacheRule {
+    pub(crate) policy: OsCache,
+    /// The process's memory limit found at open.
+    pub(crate) limit: Option<u64>,
+    /// `Builder::cache_size`.
+    pub(crate) cache_bytes: u64,
+    /// Reads and writes of the data file drop their pages now.
+    pub(crate) dropping: AtomicBool,
 }
 
 struct PidFree {
@@ -321,6 +338,27 @@ impl Pager {
             stop_reason: Mutex::new(String::new()),
             counters: PagerCounters::default(),
             shape_changes: AtomicU64::new(0),
+            os_cache: OsCacheRule::default(),
+        }
+    }
+
+    /// Sets the rule for the file's pages in the OS cache and applies it.
+    pub(crate) fn set_os_cache(&mut self, policy: OsCache, limit: Option<u64>, cache_bytes: u64) {
+        self.os_cache.policy = policy;
+        self.os_cache.limit = limit;
+        self.os_cache.cache_bytes = cache_bytes;
+        self.review_os_cache();
+    }
+
+    /// Applies the OS-cache rule to the file's current length. Called
+    /// whenever the length changes (with `grow` held, or at open).
+    fn review_os_cache(&self) {
+        let r = &self.os_cache;
+        let len = self.file_blocks.load(Ordering::Acquire) * PAGE_SIZE as u64;
+        let want = r.policy.drops(r.limit, r.cache_bytes, len);
+        if want != r.dropping.load(Ordering::Relaxed) {
+            let on = self.file.set_drop_behind(want);
+            r.dropping.store(on, Ordering::Relaxed);
         }
     }
 
@@ -357,6 +395,7 @@ impl Pager {
         };
         self.file_blocks.store(len, Ordering::Release);
         self.populated.fetch_min(len, Ordering::AcqRel);
+        self.review_os_cache();
         cut?;
         Ok((before, after.min(before)))
     }
@@ -567,6 +606,7 @@ impl Pager {
                     if have < ahead {
                         if let Ok(want) = self.grow_to(have, ahead) {
                             self.file_blocks.store(want, Ordering::Release);
+                            self.review_os_cache();
                         }
                     }
                 }
@@ -580,6 +620,7 @@ impl Pager {
         }
         let want = self.grow_to(have, b + 1)?;
         self.file_blocks.store(want, Ordering::Release);
+        self.review_os_cache();
         Ok(())
     }
 
@@ -626,6 +667,7 @@ impl Pager {
                 let step = grow_step(have).min(allowed).max(want);
                 let len = self.grow_exactly(have, want, step)?;
                 self.file_blocks.store(len, Ordering::Release);
+                self.review_os_cache();
             }
         }
         let have = self.file_blocks.load(Ordering::Acquire);
@@ -702,6 +744,7 @@ impl Pager {
         match self.grow_to(have, need) {
             Ok(want) => {
                 self.file_blocks.store(want, Ordering::Release);
+                self.review_os_cache();
                 Ok(())
             }
             Err(e) if crate::error::io_is_disk_full(&e) => Err(Error::DiskFull(format!(

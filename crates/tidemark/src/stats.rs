@@ -221,6 +221,12 @@ pub struct Stats {
     pub file_free_bytes: u64,
     /// Bytes of blocks waiting for a checkpoint before they can be reused.
     pub file_limbo_bytes: u64,
+    /// The process's memory limit (its cgroup's) found at open, in bytes;
+    /// 0 if none was found or `Builder::os_cache` is not `Auto`.
+    pub memory_limit_bytes: u64,
+    /// Whether reads and writes of the data file drop their pages from the
+    /// operating system's cache now (`Builder::os_cache`).
+    pub os_cache_drop_behind: bool,
     /// Bytes written to the log (records and their alignment).
     pub log_bytes_written: u64,
     /// Log records (committed batches) written.
@@ -358,6 +364,8 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         file_size: file_blocks * page,
         file_free_bytes: (a.free_blocks + (file_blocks - a.file_blocks)) * page,
         file_limbo_bytes: a.limbo_blocks * page,
+        memory_limit_bytes: e.pager.os_cache.limit.unwrap_or(0),
+        os_cache_drop_behind: e.pager.os_cache.dropping.load(Ordering::Relaxed),
         log_bytes_written: log.bytes,
         log_records: log.records,
         log_groups: log.groups,
@@ -446,6 +454,8 @@ impl Stats {
             ("file_size", self.file_size),
             ("file_free_bytes", self.file_free_bytes),
             ("file_limbo_bytes", self.file_limbo_bytes),
+            ("memory_limit_bytes", self.memory_limit_bytes),
+            ("os_cache_drop_behind", u64::from(self.os_cache_drop_behind)),
             ("log_bytes_written", self.log_bytes_written),
             ("log_records", self.log_records),
             ("log_groups", self.log_groups),

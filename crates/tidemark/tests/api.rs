@@ -616,3 +616,44 @@ fn batches_over_many_tables_apply_to_each_and_count_per_table() {
         assert_eq!(db.open_table(n).unwrap().get(b"late").unwrap(), None);
     }
 }
+
+/// With the data file's pages dropped from the OS cache behind every read
+/// and write, a table larger than the buffer pool (so pages are evicted,
+/// read back, checkpointed and reopened) keeps every value; `Keep` and the
+/// stats say which policy is in force.
+#[test]
+fn dropping_os_cache_pages_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let value = |i: u32| vec![(i % 251) as u8; 300 + (i % 97) as usize];
+    {
+        let db = small_builder()
+            .os_cache(tidemark::OsCache::DropBehind)
+            .open(dir.path())
+            .unwrap();
+        let s = db.stats();
+        if cfg!(target_os = "linux") && !s.os_cache_drop_behind {
+            eprintln!("RWF_DONTCACHE not supported here; the plain path was tested");
+        }
+        assert_eq!(s.memory_limit_bytes, 0, "no limit is looked up unless Auto");
+        let t = db.create_table("t").unwrap();
+        for i in 0..20_000u32 {
+            t.put(i.to_be_bytes(), value(i)).unwrap();
+        }
+        db.checkpoint().unwrap();
+        for i in (0..20_000u32).step_by(7) {
+            assert_eq!(t.get(i.to_be_bytes()).unwrap(), Some(value(i)), "key {i}");
+        }
+        assert!(db.stats().pages_evicted_dirty + db.stats().pages_cleaned > 0);
+        db.close().unwrap();
+    }
+    let db = small_builder()
+        .os_cache(tidemark::OsCache::Keep)
+        .open(dir.path())
+        .unwrap();
+    assert!(!db.stats().os_cache_drop_behind);
+    let t = db.open_table("t").unwrap();
+    for i in 0..20_000u32 {
+        assert_eq!(t.get(i.to_be_bytes()).unwrap(), Some(value(i)), "key {i}");
+    }
+    assert!(db.verify().unwrap().problems.is_empty());
+}

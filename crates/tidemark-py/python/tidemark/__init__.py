@@ -993,7 +993,11 @@ class Database:
     checkpointing thread does it), ``write_back_interval`` (seconds,
     default 20: how long the data file may go between checkpoints
     without its cached writes being pushed to the device and synced; 0
-    turns that off), ``log_segment_size`` (bytes or string),
+    turns that off), ``os_cache`` (``"auto"``, the default: under a memory
+    limit, such as a container's, that the data file outgrows, the file's
+    pages leave the OS page cache behind each read and write; ``"keep"``:
+    never; ``"drop"``: always, on Linux 6.14 and later),
+    ``log_segment_size`` (bytes or string),
     ``version_budget`` (percent of the cache old versions may hold),
     ``statistics_log`` (True: a line of every counter each 10 s in the
     database directory; False: off; or ``{"interval": seconds, "path":
@@ -1017,6 +1021,7 @@ class Database:
         checkpoint_log_size: Union[int, str, None] = None,
         checkpoint_flush_nice: Optional[int] = None,
         write_back_interval: Optional[float] = None,
+        os_cache: Optional[str] = None,
         log_segment_size: Union[int, str, None] = None,
         version_budget: Optional[int] = None,
         statistics_log: Union[bool, Mapping] = True,
@@ -1044,6 +1049,7 @@ class Database:
             checkpoint_log_size=None if checkpoint_log_size is None else parse_size(checkpoint_log_size),
             checkpoint_flush_nice=checkpoint_flush_nice,
             write_back_interval=write_back_interval,
+            os_cache=os_cache,
             log_segment_size=None if log_segment_size is None else parse_size(log_segment_size),
             version_budget=version_budget,
             statistics_log=stats_on,

@@ -30,6 +30,7 @@ class Database:
         checkpoint_log_size: Optional[int] = ...,
         checkpoint_flush_nice: Optional[int] = ...,
         write_back_interval: Optional[float] = ...,
+        os_cache: Optional[str] = ...,
         log_segment_size: Optional[int] = ...,
         version_budget: Optional[int] = ...,
         statistics_log: bool = ...,
