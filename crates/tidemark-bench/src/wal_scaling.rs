@@ -16,8 +16,13 @@
 //! concurrent writers, `BEGIN IMMEDIATE` and a busy timeout) runs the same
 //! work in the same run; `synchronous=OFF` stands for `Write` (handed to
 //! the OS), `synchronous=FULL` for `Fsync`.
-//! RocksDB is not built here: its C++ takes over 30 minutes on these 2
-//! cores, so the fallback (SQLite) is used.
+//! Built with `--features peer-rocksdb` (or `peers`), RocksDB runs the
+//! same work in the same run too, with its write-ahead log: `sync=false`
+//! for `Write`, `sync=true` for `Fsync`, the same batches, one
+//! `WriteBatch` per commit, a 256 MiB block cache like tidemark's cache.
+//! Its C++ takes over 30 minutes to build on these 2 cores, so the
+//! default build and CI leave it out; SQLite, the fallback, is
+//! always there.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -262,6 +267,100 @@ fn sqlite_curve(a: &Args, mode: Mode, dur: Duration) -> BoxResult<Vec<Point>> {
     Ok(out)
 }
 
+/// RocksDB's curve, through the bench's engine layer (`engines::rocksdb`:
+/// its WAL, `sync` off for `Write` and on for `Fsync`); each thread has its
+/// own worker and commits one `WriteBatch` per commit.
+#[cfg(feature = "peer-rocksdb")]
+fn rocksdb_curve(a: &Args, mode: Mode, dur: Duration) -> BoxResult<Vec<Point>> {
+    use crate::engines::{self, Config, Op};
+    let dir = tempfile::Builder::new()
+        .prefix("rocksdb-wal-")
+        .tempdir_in(&a.dir)?;
+    let cfg = Config {
+        cache_bytes: 256 << 20,
+        durability: match mode {
+            Mode::Write => engines::Durability::Write,
+            Mode::Fsync => engines::Durability::Fsync,
+        },
+        threads: a.threads.iter().copied().max().unwrap_or(1),
+    };
+    let e = engines::open("rocksdb", dir.path(), &cfg)?;
+    {
+        let mut w = e.worker()?;
+        let keys: Vec<[u8; 8]> = (0..KEYS).map(u64::to_be_bytes).collect();
+        let vals: Vec<[u8; VALUE]> = (0..KEYS).map(|k| [k as u8; VALUE]).collect();
+        for (ks, vs) in keys.chunks(2000).zip(vals.chunks(2000)) {
+            let ops: Vec<Op<'_>> = ks
+                .iter()
+                .zip(vs)
+                .map(|(k, v)| Op::Put(&k[..], &v[..]))
+                .collect();
+            w.write(&ops)?;
+        }
+    }
+    let mut out = Vec::new();
+    for &n in &a.threads {
+        let stop = AtomicBool::new(false);
+        let done = AtomicU64::new(0);
+        let t0 = Instant::now();
+        std::thread::scope(|sc| -> BoxResult<()> {
+            let hs: Vec<_> = (0..n)
+                .map(|i| {
+                    let (e, stop, done) = (&e, &stop, &done);
+                    sc.spawn(move || -> BoxResult<()> {
+                        let mut w = e.worker()?;
+                        let mut rng = rand::rngs::SmallRng::seed_from_u64(i as u64 * 7919 + 1);
+                        let mut keys = [[0u8; 8]; BATCH];
+                        while !stop.load(Ordering::Relaxed) {
+                            let m = mode.per_commit();
+                            for k in keys.iter_mut().take(m) {
+                                *k = rng.gen_range(0..KEYS).to_be_bytes();
+                            }
+                            let vals: Vec<[u8; VALUE]> =
+                                keys[..m].iter().map(|k| [k[7]; VALUE]).collect();
+                            let ops: Vec<Op<'_>> = keys[..m]
+                                .iter()
+                                .zip(&vals)
+                                .map(|(k, v)| Op::Put(&k[..], &v[..]))
+                                .collect();
+                            w.write(&ops)?;
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            std::thread::sleep(dur);
+            stop.store(true, Ordering::Relaxed);
+            for h in hs {
+                h.join()
+                    .map_err(|_| crate::msg("writer thread panicked"))??;
+            }
+            Ok(())
+        })?;
+        let secs = t0.elapsed().as_secs_f64();
+        let commits = done.load(Ordering::Relaxed) as f64;
+        out.push(Point {
+            threads: n,
+            ops: commits * mode.per_commit() as f64 / secs,
+            commits: commits / secs,
+            per_fsync: None,
+        });
+    }
+    Ok(out)
+}
+
+/// RocksDB's curve where it is built in; `None` otherwise.
+fn rocksdb_if_built(a: &Args, mode: Mode, dur: Duration) -> BoxResult<Option<Vec<Point>>> {
+    #[cfg(feature = "peer-rocksdb")]
+    return rocksdb_curve(a, mode, dur).map(Some);
+    #[cfg(not(feature = "peer-rocksdb"))]
+    {
+        let _ = (a, mode, dur);
+        Ok(None)
+    }
+}
+
 fn curve_json(c: &[Point]) -> serde_json::Value {
     c.iter()
         .map(|p| json!({"threads": p.threads, "ops_per_s": p.ops.round(), "commits_per_s": p.commits.round(), "commits_per_fsync": p.per_fsync}))
@@ -276,6 +375,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     for mode in [Mode::Write, Mode::Fsync] {
         let (tm, pairs) = tidemark_curve(a, mode, dur)?;
         let sq = sqlite_curve(a, mode, dur)?;
+        let rk = rocksdb_if_built(a, mode, dur)?;
         if !a.json {
             println!(
                 "\ndurability {} ({} record(s) of {VALUE} B per commit, {:.0} s per point)",
@@ -283,8 +383,16 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 mode.per_commit(),
                 dur.as_secs_f64()
             );
+            let rk_head = if rk.is_some() {
+                format!(
+                    " {:>16} {:>16} {:>10}",
+                    "rocksdb ops/s", "commits/s", "tm/rocksdb"
+                )
+            } else {
+                String::new()
+            };
             println!(
-                "{:>8} {:>16} {:>16} {:>14} {:>16} {:>16} {:>10}",
+                "{:>8} {:>16} {:>16} {:>14} {:>16} {:>16} {:>10}{rk_head}",
                 "threads",
                 "tidemark ops/s",
                 "commits/s",
@@ -293,9 +401,20 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 "commits/s",
                 "tm/sqlite"
             );
-            for (t, s) in tm.iter().zip(&sq) {
+            for (i, (t, s)) in tm.iter().zip(&sq).enumerate() {
+                let rk_cols = rk
+                    .as_ref()
+                    .and_then(|r| r.get(i))
+                    .map_or(String::new(), |r| {
+                        format!(
+                            " {:>16.0} {:>16.0} {:>10.2}",
+                            r.ops,
+                            r.commits,
+                            t.ops / r.ops.max(1e-9)
+                        )
+                    });
                 println!(
-                    "{:>8} {:>16.0} {:>16.0} {:>14} {:>16.0} {:>16.0} {:>10.2}",
+                    "{:>8} {:>16.0} {:>16.0} {:>14} {:>16.0} {:>16.0} {:>10.2}{rk_cols}",
                     t.threads,
                     t.ops,
                     t.commits,
@@ -328,6 +447,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 ));
                 figures["write_sqlite_64_over_best"] =
                     json!(at64(&sq) * BATCH as f64 / best(&sq).max(1e-9));
+                if let Some(r) = &rk {
+                    figures["write_rocksdb_64_over_best"] =
+                        json!(at64(r) * BATCH as f64 / best(r).max(1e-9));
+                }
             }
             Mode::Fsync => {
                 // The target's figure: the median over paired rounds, 1
@@ -380,10 +503,16 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                     .map(|(p, r)| json!({"one_thread": p.one.round(), "threads_64": p.many.round(), "ratio": r, "one_thread_steal_pct": p.one_steal, "threads_64_steal_pct": p.many_steal}))
                     .collect();
                 figures["fsync_sqlite_64_over_1"] = json!(at64(&sq) / at1(&sq).max(1e-9));
+                if let Some(r) = &rk {
+                    figures["fsync_rocksdb_64_over_1"] = json!(at64(r) / at1(r).max(1e-9));
+                }
             }
         }
         figures[format!("{}_tidemark", mode.name())] = curve_json(&tm);
         figures[format!("{}_sqlite", mode.name())] = curve_json(&sq);
+        if let Some(r) = &rk {
+            figures[format!("{}_rocksdb", mode.name())] = curve_json(r);
+        }
     }
     Ok(report::finish(
         a.json,
