@@ -25,9 +25,9 @@
 //! always there.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use tidemark::{Database, Durability, WriteBatch};
@@ -79,34 +79,39 @@ struct Point {
     per_fsync: Option<f64>,
 }
 
-/// Runs `commit` from `n` threads for `dur`; returns commits done.
-fn drive<F>(n: usize, dur: Duration, commit: F) -> BoxResult<u64>
+/// Runs `n` threads for `dur`, each committing with the committer
+/// `setup` makes for it (thread index in) until time is up; returns
+/// commits done.
+fn drive<S, C>(n: usize, dur: Duration, setup: S) -> BoxResult<u64>
 where
-    F: Fn(usize, &mut rand::rngs::SmallRng) -> BoxResult<()> + Send + Sync + 'static,
+    S: Fn(usize) -> BoxResult<C> + Sync,
+    C: FnMut(&mut SmallRng) -> BoxResult<()>,
 {
-    let commit = Arc::new(commit);
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let hs: Vec<_> = (0..n)
-        .map(|i| {
-            let (commit, stop, done) = (commit.clone(), stop.clone(), done.clone());
-            std::thread::spawn(move || -> BoxResult<()> {
-                let mut rng = rand::rngs::SmallRng::seed_from_u64(i as u64 * 7919 + 1);
-                while !stop.load(Ordering::Relaxed) {
-                    commit(i, &mut rng)?;
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(())
+    let stop = AtomicBool::new(false);
+    let done = AtomicU64::new(0);
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..n)
+            .map(|i| {
+                let (setup, stop, done) = (&setup, &stop, &done);
+                sc.spawn(move || -> BoxResult<()> {
+                    let mut commit = setup(i)?;
+                    let mut rng = SmallRng::seed_from_u64(i as u64 * 7919 + 1);
+                    while !stop.load(Ordering::Relaxed) {
+                        commit(&mut rng)?;
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(())
+                })
             })
-        })
-        .collect();
-    std::thread::sleep(dur);
-    stop.store(true, Ordering::Relaxed);
-    for h in hs {
-        h.join()
-            .map_err(|_| crate::msg("writer thread panicked"))??;
-    }
-    Ok(done.load(Ordering::Relaxed))
+            .collect();
+        std::thread::sleep(dur);
+        stop.store(true, Ordering::Relaxed);
+        for h in hs {
+            h.join()
+                .map_err(|_| crate::msg("writer thread panicked"))??;
+        }
+        Ok(done.load(Ordering::Relaxed))
+    })
 }
 
 /// One paired round of the `Fsync` mode: commits/s with one thread, then
@@ -137,17 +142,18 @@ fn rate(db: &Database, n: usize, mode: Mode, dur: Duration) -> BoxResult<f64> {
         Mode::Write => Durability::Write,
         Mode::Fsync => Durability::Fsync,
     };
-    let dbc = db.clone();
     let t0 = Instant::now();
-    let commits = drive(n, dur, move |_, rng| {
-        let mut b = WriteBatch::new();
-        b.set_durability(durability);
-        for _ in 0..mode.per_commit() {
-            let k: u64 = rng.gen_range(0..KEYS);
-            b.put("t", k.to_be_bytes(), [k as u8; VALUE]);
-        }
-        dbc.write(&b)?;
-        Ok(())
+    let commits = drive(n, dur, |_| {
+        Ok(|rng: &mut SmallRng| -> BoxResult<()> {
+            let mut b = WriteBatch::new();
+            b.set_durability(durability);
+            for _ in 0..mode.per_commit() {
+                let k: u64 = rng.gen_range(0..KEYS);
+                b.put("t", k.to_be_bytes(), [k as u8; VALUE]);
+            }
+            db.write(&b)?;
+            Ok(())
+        })
     })?;
     Ok(commits as f64 / t0.elapsed().as_secs_f64())
 }
@@ -240,21 +246,23 @@ fn sqlite_curve(a: &Args, mode: Mode, dur: Duration) -> BoxResult<Vec<Point>> {
                 Ok(std::sync::Mutex::new(c))
             })
             .collect::<BoxResult<_>>()?;
-        let conns = Arc::new(conns);
         let t0 = Instant::now();
-        let commits = drive(n, dur, move |i, rng| {
-            // Each thread uses only its own connection.
-            let mut c = conns[i].lock().map_err(|_| crate::msg("poisoned"))?;
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            for _ in 0..mode.per_commit() {
-                let k: u64 = rng.gen_range(0..KEYS);
-                tx.execute(
-                    "INSERT OR REPLACE INTO t (k, v) VALUES (?1, ?2)",
-                    rusqlite::params![&k.to_be_bytes()[..], &[k as u8; VALUE][..]],
-                )?;
-            }
-            tx.commit()?;
-            Ok(())
+        let commits = drive(n, dur, |i| {
+            let conns = &conns;
+            Ok(move |rng: &mut SmallRng| -> BoxResult<()> {
+                // Each thread uses only its own connection.
+                let mut c = conns[i].lock().map_err(|_| crate::msg("poisoned"))?;
+                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                for _ in 0..mode.per_commit() {
+                    let k: u64 = rng.gen_range(0..KEYS);
+                    tx.execute(
+                        "INSERT OR REPLACE INTO t (k, v) VALUES (?1, ?2)",
+                        rusqlite::params![&k.to_be_bytes()[..], &[k as u8; VALUE][..]],
+                    )?;
+                }
+                tx.commit()?;
+                Ok(())
+            })
         })?;
         let secs = t0.elapsed().as_secs_f64();
         out.push(Point {
@@ -300,46 +308,26 @@ fn rocksdb_curve(a: &Args, mode: Mode, dur: Duration) -> BoxResult<Vec<Point>> {
     }
     let mut out = Vec::new();
     for &n in &a.threads {
-        let stop = AtomicBool::new(false);
-        let done = AtomicU64::new(0);
         let t0 = Instant::now();
-        std::thread::scope(|sc| -> BoxResult<()> {
-            let hs: Vec<_> = (0..n)
-                .map(|i| {
-                    let (e, stop, done) = (&e, &stop, &done);
-                    sc.spawn(move || -> BoxResult<()> {
-                        let mut w = e.worker()?;
-                        let mut rng = rand::rngs::SmallRng::seed_from_u64(i as u64 * 7919 + 1);
-                        let mut keys = [[0u8; 8]; BATCH];
-                        while !stop.load(Ordering::Relaxed) {
-                            let m = mode.per_commit();
-                            for k in keys.iter_mut().take(m) {
-                                *k = rng.gen_range(0..KEYS).to_be_bytes();
-                            }
-                            let vals: Vec<[u8; VALUE]> =
-                                keys[..m].iter().map(|k| [k[7]; VALUE]).collect();
-                            let ops: Vec<Op<'_>> = keys[..m]
-                                .iter()
-                                .zip(&vals)
-                                .map(|(k, v)| Op::Put(&k[..], &v[..]))
-                                .collect();
-                            w.write(&ops)?;
-                            done.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            std::thread::sleep(dur);
-            stop.store(true, Ordering::Relaxed);
-            for h in hs {
-                h.join()
-                    .map_err(|_| crate::msg("writer thread panicked"))??;
-            }
-            Ok(())
+        let commits = drive(n, dur, |_| {
+            let mut w = e.worker()?;
+            let mut keys = [[0u8; 8]; BATCH];
+            Ok(move |rng: &mut SmallRng| -> BoxResult<()> {
+                let m = mode.per_commit();
+                for k in keys.iter_mut().take(m) {
+                    *k = rng.gen_range(0..KEYS).to_be_bytes();
+                }
+                let vals: Vec<[u8; VALUE]> = keys[..m].iter().map(|k| [k[7]; VALUE]).collect();
+                let ops: Vec<Op<'_>> = keys[..m]
+                    .iter()
+                    .zip(&vals)
+                    .map(|(k, v)| Op::Put(&k[..], &v[..]))
+                    .collect();
+                w.write(&ops)
+            })
         })?;
         let secs = t0.elapsed().as_secs_f64();
-        let commits = done.load(Ordering::Relaxed) as f64;
+        let commits = commits as f64;
         out.push(Point {
             threads: n,
             ops: commits * mode.per_commit() as f64 / secs,

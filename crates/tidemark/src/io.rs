@@ -263,35 +263,47 @@ impl OsFile {
         false
     }
 
+    /// Runs one `preadv2`/`pwritev2` (`call`, given the flags) until it
+    /// is not interrupted, again without `RWF_DONTCACHE` if the kernel
+    /// refuses it; the bytes it moved.
+    #[cfg(target_os = "linux")]
+    fn flagged(&self, mut call: impl FnMut(libc::c_int) -> isize) -> io::Result<usize> {
+        loop {
+            let flags = self.rw_flags();
+            let rc = call(flags);
+            if rc >= 0 {
+                return Ok(rc as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted && !self.drop_refused(flags, &e) {
+                return Err(e);
+            }
+        }
+    }
+
     #[cfg(target_os = "linux")]
     fn read_exact_flagged(&self, mut buf: &mut [u8], mut at: u64) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         while !buf.is_empty() {
-            let flags = self.rw_flags();
             let iov = libc::iovec {
                 iov_base: buf.as_mut_ptr().cast(),
                 iov_len: buf.len(),
             };
+            let pos = off_t(at)?;
             // SAFETY: `iov` describes `buf`, which is valid for writes of
             // its length and outlives the call; the kernel writes at most
             // that many bytes into it. The descriptor is open for as long
             // as `self.file` lives.
             #[allow(unsafe_code)]
-            let rc = unsafe { libc::preadv2(self.file.as_raw_fd(), &iov, 1, off_t(at)?, flags) };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted || self.drop_refused(flags, &e) {
-                    continue;
-                }
-                return Err(e);
-            }
-            if rc == 0 {
+            let n = self.flagged(|flags| unsafe {
+                libc::preadv2(self.file.as_raw_fd(), &iov, 1, pos, flags)
+            })?;
+            if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "failed to fill whole buffer",
                 ));
             }
-            let n = rc as usize;
             buf = &mut buf[n..];
             at += n as u64;
         }
@@ -409,34 +421,27 @@ impl FileIo for OsFile {
         let mut left = &mut parts[..bufs.len()];
         let mut at = offset;
         while !left.is_empty() {
-            let flags = self.rw_flags();
+            let pos = off_t(at)?;
             // SAFETY: `IoSlice` is guaranteed ABI-compatible with `iovec`
             // on Unix; `left` holds at most MAX_PARTS (< IOV_MAX) valid
             // slices that borrow `bufs`, which outlive the call, and the
             // kernel only reads them. The descriptor is open for as long
             // as `self.file` lives.
             #[allow(unsafe_code)]
-            let rc = unsafe {
+            let n = self.flagged(|flags| unsafe {
                 libc::pwritev2(
                     self.file.as_raw_fd(),
                     left.as_ptr().cast::<libc::iovec>(),
                     left.len() as libc::c_int,
-                    off_t(at)?,
+                    pos,
                     flags,
                 )
-            };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted || self.drop_refused(flags, &e) {
-                    continue;
-                }
-                return Err(e);
-            }
-            if rc == 0 {
+            })?;
+            if n == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }
-            at += rc as u64;
-            io::IoSlice::advance_slices(&mut left, rc as usize);
+            at += n as u64;
+            io::IoSlice::advance_slices(&mut left, n);
         }
         Ok(())
     }
