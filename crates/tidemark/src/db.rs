@@ -239,7 +239,8 @@ impl Builder {
     /// 6.14's `RWF_DONTCACHE`) once the data file is larger than half of
     /// what the limit leaves beside `cache_size`; it keeps them otherwise.
     /// `Stats::os_cache_drop_behind` says which is in force. BENCHMARKS.md,
-    /// "Cache pressure under a memory limit", has the figures.
+    /// versus cache-pressure, "The data file's pages dropped behind each
+    /// read and write", has the figures.
     pub fn os_cache(mut self, policy: OsCache) -> Self {
         self.os_cache = policy;
         self

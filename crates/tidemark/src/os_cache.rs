@@ -11,8 +11,8 @@
 //! the group, and the kernel throttles the charging thread while the
 //! pages it would reclaim are still being written back (100 ms sleeps in
 //! `mm_vmscan_throttled`, reason `VMSCAN_THROTTLE_WRITEBACK`). An insert
-//! that evicts a page then stalls for 100 ms: BENCHMARKS.md, "Cache
-//! pressure under a memory limit".
+//! that evicts a page then stalls for 100 ms: BENCHMARKS.md, versus
+//! cache-pressure, "What the 100 ms inserts under the limit wait for".
 //!
 //! So when the limit leaves little room, the data file is read and written
 //! with Linux's `RWF_DONTCACHE` (6.14 and later): buffered I/O whose pages
