@@ -76,11 +76,7 @@ impl MemCgroup {
         std::fs::create_dir(&path)
             .map_err(|e| msg(&format!("cannot create cgroup {}: {e}", path.display())))?;
         let g = MemCgroup { path, v2 };
-        let file = if v2 {
-            "memory.max"
-        } else {
-            "memory.limit_in_bytes"
-        };
+        let file = tidemark::os_cache::limit_name(v2);
         write(&g.path.join(file), &limit.to_string())?;
         if v2 {
             // Without swap the limit is the whole budget, as with v1 here.

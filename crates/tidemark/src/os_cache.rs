@@ -86,14 +86,9 @@ pub struct MemoryCgroup {
     pub root: PathBuf,
 }
 
-impl MemoryCgroup {
-    /// The file that holds this group's memory limit.
-    pub fn limit_file(&self) -> PathBuf {
-        self.dir.join(limit_name(self.v2))
-    }
-}
-
-fn limit_name(v2: bool) -> &'static str {
+/// The name of the file that holds a memory cgroup's limit, in the v2
+/// hierarchy (`v2`) or in v1's `memory` controller.
+pub fn limit_name(v2: bool) -> &'static str {
     if v2 {
         "memory.max"
     } else {
