@@ -98,7 +98,7 @@ pub(crate) fn checkpoint(e: &Engine) -> Result<CheckpointInfo> {
     e.pager.check_writable()?;
     // Refused before anything is written: a full disk fails this
     // checkpoint alone (writes go on; a later one may succeed).
-    e.admit_checkpoint()?;
+    let _room = e.admit_checkpoint()?;
     let t0 = Instant::now();
     e.ckpt.running.store(1, Ordering::Relaxed);
     let result = match take_cut(e) {

@@ -779,6 +779,9 @@ impl Database {
                     e.pager.stop_writes(&format!("log append failed: {err}"));
                 }
             })?;
+            // The room promised at admission is counted in the dirty pages
+            // once the record is applied.
+            let _room = e.pager.adopt(ticket.promised);
             let out = apply(e, v, ts).inspect_err(|err| {
                 // The log holds a record the tree may hold only part of;
                 // replay on the next open applies it whole.

@@ -19,7 +19,7 @@ use crate::io::{FileIo, FileSystem};
 use crate::meta::{self, Meta};
 use crate::page::{self, get_u64, PageKind, HEADER_SIZE, PAGE_SIZE};
 use crate::pagemap::{PageMap, CHUNK_ENTRIES, MAX_CHUNKS, NO_BLOCK};
-use crate::pager::Pager;
+use crate::pager::{Pager, Promise};
 use crate::stripes::Stripes;
 use crate::versions::{Ts, Versions};
 use crate::wal::record::LogOp;
@@ -399,22 +399,35 @@ impl Engine {
 
     /// Admission of a checkpoint: room in the data file for every dirty
     /// page twice (its image, and a shadow copy if a writer changes it
-    /// meanwhile) plus the slack. [`Error::DiskFull`] if the disk cannot
-    /// give it; the checkpoint then fails alone and writes go on.
-    pub(crate) fn admit_checkpoint(&self) -> Result<()> {
+    /// meanwhile), the slack, and every page-map chunk and directory page
+    /// it may rewrite. The room beyond the dirty pages is promised to the
+    /// checkpoint until the returned guard is dropped, so that commits
+    /// admitted while it runs leave it there. [`Error::DiskFull`] if the
+    /// disk cannot give it; the checkpoint then fails alone and writes go
+    /// on.
+    pub(crate) fn admit_checkpoint(&self) -> Result<Promise<'_>> {
         let dirty = self.pool.dirty.load(std::sync::atomic::Ordering::Relaxed) as u64;
-        self.pager.ensure_space(self.reserve_blocks() + dirty)
+        let chunks = self.pager.next_pid().div_ceil(CHUNK_ENTRIES as u64);
+        let map = chunks + chunks.div_ceil(CHUNK_ENTRIES as u64) + 1;
+        self.pager.promise(self.reserve_blocks(), dirty + map)
     }
 
     /// Logs `ops` after admission: room in the log for the record, and in
-    /// the data file for the reserve plus twice the pages the record could
-    /// fill once applied. A full disk is [`Error::DiskFull`] with nothing
-    /// logged, so the commit fails alone and later ones may succeed.
+    /// the data file for the reserve plus what applying the record can take:
+    /// twice the pages its bytes could fill, and two pages for each
+    /// operation (a page already on disk that it makes dirty, and a parent),
+    /// at most the blocks in use. That room is promised to the commit until
+    /// it is applied ([`Ticket::promised`], released by the caller). A full
+    /// disk is [`Error::DiskFull`] with nothing logged, so the commit fails
+    /// alone and later ones may succeed.
     pub(crate) fn log(&self, ops: &[LogOp<'_>], durability: Durability) -> Result<Ticket> {
         let (plen, len) = self.wal.admit(ops)?;
-        let pages = len.div_ceil(PAGE_SIZE as u64 / 2) * 2;
-        self.pager.ensure_space(self.reserve_blocks() + pages)?;
-        self.wal.append_sized(ops, plen, durability)
+        let touched = (2 * ops.len() as u64).min(self.pager.alloc.used());
+        let pages = len.div_ceil(PAGE_SIZE as u64 / 2) * 2 + touched;
+        let promise = self.pager.promise(self.reserve_blocks(), pages)?;
+        let mut ticket = self.wal.append_sized(ops, plen, durability)?;
+        ticket.promised = promise.keep();
+        Ok(ticket)
     }
 }
 

@@ -117,6 +117,31 @@ thread_local! {
     static PACKED: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
 }
 
+/// Room promised to one admitted write ([`Pager::promise`]), given back
+/// when it is dropped: once the write is applied, the pages it made dirty
+/// are counted as dirty instead.
+pub(crate) struct Promise<'a> {
+    promised: &'a AtomicU64,
+    blocks: u64,
+}
+
+impl Promise<'_> {
+    /// Keeps the room promised past this guard: the caller hands the count
+    /// to [`Pager::adopt`] later (a commit's promise travels in its log
+    /// ticket from admission to the end of its apply).
+    pub(crate) fn keep(self) -> u64 {
+        let blocks = self.blocks;
+        std::mem::forget(self);
+        blocks
+    }
+}
+
+impl Drop for Promise<'_> {
+    fn drop(&mut self) {
+        self.promised.fetch_sub(self.blocks, Ordering::AcqRel);
+    }
+}
+
 /// The length, in blocks, a file of `have` blocks grows to by one step.
 fn grow_step(have: u64) -> u64 {
     have + (have / 8).max(GROW_MIN_BLOCKS)
@@ -253,6 +278,10 @@ pub(crate) struct Pager {
     next_pid: AtomicU64,
     /// Blocks the data file has room for (its length, preallocated).
     file_blocks: AtomicU64,
+    /// Blocks of room promised to admitted writes still in progress: a
+    /// commit between its admission and the end of its apply, a checkpoint
+    /// between its admission and its meta page ([`Pager::promise`]).
+    promised: AtomicU64,
     /// Serialises growing the file.
     grow: Mutex<()>,
     /// What each block holds, so reads take packed pages without the gap.
@@ -324,6 +353,7 @@ impl Pager {
             dirty_list: Mutex::new(Vec::new()),
             next_pid: AtomicU64::new(next_pid),
             file_blocks: AtomicU64::new(file_blocks),
+            promised: AtomicU64::new(0),
             grow: Mutex::new(()),
             stored: StoredLens::new(),
             populated: AtomicU64::new(file_blocks),
@@ -754,6 +784,34 @@ impl Pager {
         }
     }
 
+    /// Admission of a write that will take room while others are admitted
+    /// too: makes sure the data file has room for `shared` (what is already
+    /// dirty, which every write counts), for `own` and for what every
+    /// write admitted before and still in progress was promised, and
+    /// promises `own` until the returned [`Promise`] is dropped. Without
+    /// the promises, two writes admitted at once both counted the same
+    /// room, and the second could meet a full disk half-way (a checkpoint's
+    /// map pages, a batch's evictions).
+    pub(crate) fn promise(&self, shared: u64, own: u64) -> Result<Promise<'_>> {
+        // Added first, so that of two admissions racing each counts the
+        // other's promise.
+        let all = self.promised.fetch_add(own, Ordering::AcqRel) + own;
+        let promise = Promise {
+            promised: &self.promised,
+            blocks: own,
+        };
+        self.ensure_space(shared + all)?;
+        Ok(promise)
+    }
+
+    /// The guard of `blocks` promised earlier and kept ([`Promise::keep`]).
+    pub(crate) fn adopt(&self, blocks: u64) -> Promise<'_> {
+        Promise {
+            promised: &self.promised,
+            blocks,
+        }
+    }
+
     /// Writes the page in `buf` to a newly allocated block: a leaf or
     /// branch packed (through a per-thread buffer, `buf` is not changed),
     /// any other page sealed in place and whole.
@@ -854,6 +912,8 @@ mod tests {
         populated: Mutex<Vec<(u64, u64)>>,
         /// What `free_space` reports.
         free: Mutex<Option<u64>>,
+        /// The longest the file may become: a disk that fills there.
+        cap: Mutex<Option<u64>>,
     }
 
     impl FileIo for Recorder {
@@ -872,6 +932,9 @@ mod tests {
             Ok(*self.len.lock())
         }
         fn set_len(&self, len: u64) -> std::io::Result<()> {
+            if self.cap.lock().is_some_and(|cap| len > cap) {
+                return Err(std::io::Error::from_raw_os_error(28));
+            }
             let mut l = self.len.lock();
             if let Some(free) = self.free.lock().as_mut() {
                 *free = (*free + *l).saturating_sub(len);
@@ -953,6 +1016,31 @@ mod tests {
         // Without the limit it would have room for the next epoch's 3,000
         // blocks past the 3,002 in use.
         assert!(p.file_blocks() < 6002, "{} blocks", p.file_blocks());
+    }
+
+    #[test]
+    fn promises_count_each_other_until_given_back() {
+        let (f, p) = pager(0);
+        let base = p.alloc.used();
+        *f.cap.lock() = Some((base + 1000) * PAGE_SIZE as u64);
+        // Room for 1,000 blocks: 600 promised, then 600 more do not fit,
+        // though they would alone.
+        let a = p.promise(0, 600).unwrap();
+        assert!(matches!(p.promise(0, 600), Err(Error::DiskFull(_))));
+        // The refused promise holds nothing: 400 fit beside the first.
+        let b = p.promise(0, 400).unwrap();
+        assert!(matches!(p.promise(0, 1), Err(Error::DiskFull(_))));
+        // What every write counts (the dirty pages) comes on top.
+        drop(b);
+        assert!(matches!(p.promise(300, 200), Err(Error::DiskFull(_))));
+        // Given back when done.
+        drop(a);
+        let kept = p.promise(0, 900).unwrap().keep();
+        // A kept promise stays counted until its guard is adopted and dropped.
+        assert!(matches!(p.promise(0, 200), Err(Error::DiskFull(_))));
+        drop(p.adopt(kept));
+        let _c = p.promise(0, 1000).unwrap();
+        assert_eq!(p.file_blocks(), base + 1000);
     }
 
     #[test]

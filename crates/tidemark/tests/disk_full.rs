@@ -182,3 +182,155 @@ fn a_full_disk_refuses_writes_and_they_resume_when_space_returns() {
         "disk full: {runs} disks, {refused} commits and {ckpt_refused} checkpoints refused with DiskFull, writes resumed in every run"
     );
 }
+
+/// A 4 MB cache that lets most of its pages stay dirty (70 % target, 85 %
+/// trigger): the reserve for dirty pages is then most of what a commit
+/// must find room for.
+fn open_dirty(fs: &SimFs, dir: &std::path::Path) -> tidemark::Result<Database> {
+    common::small_builder()
+        .cache_size(4 << 20)
+        .eviction_dirty_target(70)
+        .eviction_dirty_trigger(85)
+        .statistics_log(None)
+        .file_system(Arc::new(fs.clone()))
+        .open(dir)
+}
+
+/// Batches that each change keys spread over many leaves already on disk,
+/// from two threads at once: a small record that dirties far more pages
+/// than its bytes would fill. With the cache smaller than the pages a batch
+/// dirties, applying it evicts dirty pages to new blocks while it runs, and
+/// a checkpoint after each commit sends the blocks it replaces to limbo.
+/// As the disk fills, each batch must be refused whole with `DiskFull`
+/// before anything of it is logged, or applied whole: writes never stop
+/// half-way, and nothing acknowledged is lost.
+#[test]
+fn batches_spread_over_many_leaves_are_refused_whole_on_a_full_disk() {
+    const KEYS: u64 = 40_000;
+    fn spread_value(i: u64, round: u64) -> Vec<u8> {
+        vec![(i + round) as u8; 120]
+    }
+    /// One writer's rounds on its own table until five in a row were
+    /// refused; returns its model and how many were refused.
+    fn writer(db: &Database, table: &str, mut model: Model, extra_kb: u64) -> (Model, u64) {
+        let (mut in_a_row, mut round, mut refused) = (0, 1u64, 0);
+        while in_a_row < 5 {
+            assert!(round < 2000, "extra {extra_kb} KB: the disk never filled");
+            let mut b = WriteBatch::new();
+            let mut next = model.clone();
+            // Every 10th key, offset by the round: the batch touches
+            // nearly every leaf of the table; and new keys, so that the
+            // database grows until the disk is full.
+            let new = KEYS + round * 40..KEYS + round * 40 + 40;
+            for i in (round % 10..KEYS).step_by(10).chain(new) {
+                let v = if i < KEYS {
+                    spread_value(i, round)
+                } else {
+                    vec![7; 2000]
+                };
+                b.put(table, key(i), &v);
+                next.insert(key(i), v);
+            }
+            match db.write(&b) {
+                Ok(()) => {
+                    model = next;
+                    in_a_row = 0;
+                    match db.checkpoint() {
+                        Ok(_) | Err(Error::DiskFull(_)) => {}
+                        Err(e) => {
+                            panic!("extra {extra_kb} KB, {table} round {round}: checkpoint: {e}")
+                        }
+                    }
+                }
+                Err(Error::DiskFull(_)) => {
+                    refused += 1;
+                    in_a_row += 1;
+                }
+                Err(e) => {
+                    panic!("extra {extra_kb} KB, {table} round {round}: {e} (expected DiskFull)")
+                }
+            }
+            round += 1;
+        }
+        (model, refused)
+    }
+    let (mut refused_total, mut evicted_total) = (0, 0);
+    let sizes = [0u64, 256, 768, 1536];
+    for extra_kb in sizes {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = SimFs::new();
+        let db = open_dirty(&fs, dir.path()).expect("open");
+        let mut models = vec![Model::new(), Model::new()];
+        for (n, model) in models.iter_mut().enumerate() {
+            let table = format!("t{n}");
+            db.table(&table).expect("create table");
+            for chunk in 0..KEYS / 100 {
+                let mut b = WriteBatch::new();
+                for i in chunk * 100..(chunk + 1) * 100 {
+                    b.put(&table, key(i), spread_value(i, 0));
+                    model.insert(key(i), spread_value(i, 0));
+                }
+                db.write(&b).expect("fill");
+            }
+        }
+        db.checkpoint().expect("checkpoint with room");
+        let used = fs.control.used.load(Ordering::SeqCst);
+        fs.control
+            .capacity
+            .store(used + (extra_kb << 10), Ordering::SeqCst);
+        let before = db.stats();
+        models = std::thread::scope(|s| {
+            let handles: Vec<_> = models
+                .into_iter()
+                .enumerate()
+                .map(|(n, m)| {
+                    let db = &db;
+                    s.spawn(move || writer(db, &format!("t{n}"), m, extra_kb))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    let (m, r) = h.join().expect("writer");
+                    refused_total += r;
+                    m
+                })
+                .collect()
+        });
+        let st = db.stats();
+        // The batches did evict dirty pages while they were applied.
+        let evicted = st.pages_evicted_dirty - before.pages_evicted_dirty;
+        assert!(evicted > 1000, "{evicted} dirty pages evicted");
+        evicted_total += evicted;
+        let dump = |db: &Database, n: usize| -> Model {
+            common::dump(&db.open_table(&format!("t{n}")).unwrap())
+                .into_iter()
+                .collect()
+        };
+        for (n, m) in models.iter().enumerate() {
+            assert_eq!(
+                &dump(&db, n),
+                m,
+                "extra {extra_kb} KB, t{n}: state while full"
+            );
+        }
+        fs.control.capacity.store(u64::MAX, Ordering::SeqCst);
+        db.open_table("t0")
+            .unwrap()
+            .put(key(0), b"after")
+            .expect("a write once space returned");
+        models[0].insert(key(0), b"after".to_vec());
+        db.checkpoint().expect("checkpoint after space returned");
+        db.close().expect("close");
+        let db = open_dirty(&fs, dir.path()).expect("reopen");
+        for (n, m) in models.iter().enumerate() {
+            assert_eq!(&dump(&db, n), m, "extra {extra_kb} KB, t{n}: after reopen");
+        }
+        assert!(db.verify().unwrap().is_ok());
+    }
+    assert!(refused_total > 0);
+    eprintln!(
+        "spread batches: {} disks, {refused_total} commits refused with DiskFull, {evicted_total} dirty pages evicted while filling, writes never stopped",
+        sizes.len()
+    );
+}

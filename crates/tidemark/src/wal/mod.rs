@@ -76,6 +76,9 @@ pub(crate) struct Ticket {
     end: u64,
     slot: usize,
     durability: Durability,
+    /// Blocks of data-file room promised to this commit at admission
+    /// (`Engine::log`), given back once it is applied.
+    pub(crate) promised: u64,
 }
 
 impl Ticket {
@@ -168,6 +171,7 @@ impl Wal {
             end,
             slot,
             durability,
+            promised: 0,
         })
     }
 
