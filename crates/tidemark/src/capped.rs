@@ -57,7 +57,7 @@ const RECORD_MAGIC: u32 = 0x7264_6d74;
 /// `prev` of the first record ever written.
 const NO_PREV: u64 = u64::MAX;
 /// Bytes before ring offset 0 in the ring file.
-const FILE_HEADER: u64 = 4096;
+pub(crate) const FILE_HEADER: u64 = 4096;
 const FILE_MAGIC: &[u8; 16] = b"tidemark ring v1";
 /// Smallest ring a capped collection may have.
 pub const MIN_RING_SIZE: u64 = 4096;
@@ -385,7 +385,19 @@ impl Ring {
                 path.display()
             )));
         }
-        Ok(Ring {
+        Ok(Ring::over(file, name, size, max, state))
+    }
+
+    /// The ring of `name` over `file`, already checked to be its ring file
+    /// (or, for the fuzz targets, any bytes).
+    pub(crate) fn over(
+        file: Arc<dyn FileIo>,
+        name: &[u8],
+        size: u64,
+        max: Option<u64>,
+        state: RingState,
+    ) -> Ring {
+        Ring {
             name: name.to_vec(),
             size,
             max,
@@ -402,7 +414,7 @@ impl Ring {
             removed: Default::default(),
             recent_removed: Default::default(),
             persisted: Mutex::new(Some(state)),
-        })
+        }
     }
 
     /// The state as of the last applied insert.

@@ -16,7 +16,7 @@
 //! and the log record carries all of it, so replay applies exactly what
 //! the commit applied.
 
-mod cursor;
+pub(crate) mod cursor;
 pub(crate) mod idkey;
 mod snapshot;
 
