@@ -130,7 +130,7 @@ pub fn ring_file(data: &[u8]) -> usize {
     let size = (body.len() as u64).max(MIN_RING_SIZE);
     let mut bytes = vec![0u8; (FILE_HEADER + size) as usize];
     bytes[FILE_HEADER as usize..FILE_HEADER as usize + body.len()].copy_from_slice(body);
-    let file = std::sync::Arc::new(MemFile(parking_lot::Mutex::new(bytes)));
+    let file = std::sync::Arc::new(crate::io::MemFile::with_bytes(bytes));
     let ring = Ring::over(file, b"fuzz", size, None, st);
     let mut forward = 0;
     for reverse in [false, true] {
@@ -177,46 +177,6 @@ pub fn ring_file_seed(records: u64) -> Vec<u8> {
     out
 }
 
-/// A file in memory, for the ring target.
-struct MemFile(parking_lot::Mutex<Vec<u8>>);
-
-impl crate::io::FileIo for MemFile {
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        let d = self.0.lock();
-        let from = usize::try_from(offset).map_err(std::io::Error::other)?;
-        match d.get(from..).and_then(|rest| rest.get(..buf.len())) {
-            Some(src) => {
-                buf.copy_from_slice(src);
-                Ok(())
-            }
-            None => Err(std::io::ErrorKind::UnexpectedEof.into()),
-        }
-    }
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        let mut d = self.0.lock();
-        let from = usize::try_from(offset).map_err(std::io::Error::other)?;
-        let end = from
-            .checked_add(buf.len())
-            .ok_or_else(|| std::io::Error::other("write past the address space"))?;
-        if d.len() < end {
-            d.resize(end, 0);
-        }
-        d[from..end].copy_from_slice(buf);
-        Ok(())
-    }
-    fn sync_data(&self) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn len(&self) -> std::io::Result<u64> {
-        Ok(self.0.lock().len() as u64)
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        let len = usize::try_from(len).map_err(std::io::Error::other)?;
-        self.0.lock().resize(len, 0);
-        Ok(())
-    }
-}
-
 /// The bytes as a document given to the document API: parsed, given an
 /// `_id`, its key encoded, as `insert_one_bson` does.
 pub fn document(data: &[u8]) {
@@ -236,7 +196,8 @@ mod tests {
         // A byte of record 11's document flipped: the walk stops there
         // (a checksum mismatch is corruption, not a panic).
         let mut damaged = seed.clone();
-        let at = crate::capped::RingState::ENCODED + 10 * (seed.len() - 56) / 40 + 45;
+        let header = crate::capped::RingState::ENCODED;
+        let at = header + 10 * (seed.len() - header) / 40 + 45;
         damaged[at] ^= 0xff;
         assert_eq!(ring_file(&damaged), 10);
         // Too short to hold a state.

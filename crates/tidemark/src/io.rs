@@ -311,8 +311,9 @@ impl OsFile {
     }
 }
 
-/// A data file in memory, for unit tests; it logs the reads made of it.
-#[cfg(test)]
+/// A data file in memory, for unit tests and the fuzz targets; it logs the
+/// reads made of it.
+#[cfg(any(test, feature = "fuzzing"))]
 #[derive(Default)]
 pub(crate) struct MemFile {
     bytes: std::sync::Mutex<Vec<u8>>,
@@ -322,9 +323,19 @@ pub(crate) struct MemFile {
     pub(crate) writes: std::sync::Mutex<Vec<(u64, usize)>>,
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 impl MemFile {
+    /// A file holding `bytes`.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn with_bytes(bytes: Vec<u8>) -> MemFile {
+        MemFile {
+            bytes: std::sync::Mutex::new(bytes),
+            ..Default::default()
+        }
+    }
+
     /// The bytes at `offset..offset + len` (zero past the end).
+    #[cfg(test)]
     pub(crate) fn bytes(&self, offset: u64, len: usize) -> Vec<u8> {
         let v = self.bytes.lock().unwrap();
         (0..len)
@@ -333,7 +344,7 @@ impl MemFile {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 impl FileIo for MemFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.reads.lock().unwrap().push((offset, buf.len()));

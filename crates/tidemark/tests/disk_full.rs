@@ -63,8 +63,8 @@ fn commit(db: &Database, model: &Model, i: u64) -> tidemark::Result<Model> {
     Ok(next)
 }
 
-fn contents(db: &Database) -> Model {
-    match db.open_table("t") {
+fn contents(db: &Database, table: &str) -> Model {
+    match db.open_table(table) {
         Ok(t) => common::dump(&t).into_iter().collect(),
         Err(Error::TableNotFound(_)) => Model::new(),
         Err(e) => panic!("{e}"),
@@ -137,7 +137,7 @@ fn run(fill: Fill) -> (u64, u64) {
     // WritesStopped): nothing acknowledged is missing, nothing refused is
     // there.
     assert_eq!(
-        contents(&db),
+        contents(&db, "t"),
         model,
         "capacity {capacity}: state while full"
     );
@@ -152,12 +152,16 @@ fn run(fill: Fill) -> (u64, u64) {
         i += 1;
     }
     db.checkpoint().expect("checkpoint after space returned");
-    assert_eq!(contents(&db), model);
+    assert_eq!(contents(&db, "t"), model);
     db.close().expect("close");
 
     // Reopened: every acknowledged commit, and a clean verify.
     let db = open(&fs, dir.path()).expect("reopen");
-    assert_eq!(contents(&db), model, "capacity {capacity}: after reopen");
+    assert_eq!(
+        contents(&db, "t"),
+        model,
+        "capacity {capacity}: after reopen"
+    );
     assert!(db.verify().unwrap().is_ok());
     (refused, ckpt_refused)
 }
@@ -302,14 +306,9 @@ fn batches_spread_over_many_leaves_are_refused_whole_on_a_full_disk() {
         let evicted = st.pages_evicted_dirty - before.pages_evicted_dirty;
         assert!(evicted > 1000, "{evicted} dirty pages evicted");
         evicted_total += evicted;
-        let dump = |db: &Database, n: usize| -> Model {
-            common::dump(&db.open_table(&format!("t{n}")).unwrap())
-                .into_iter()
-                .collect()
-        };
         for (n, m) in models.iter().enumerate() {
             assert_eq!(
-                &dump(&db, n),
+                &contents(&db, &format!("t{n}")),
                 m,
                 "extra {extra_kb} KB, t{n}: state while full"
             );
@@ -324,7 +323,11 @@ fn batches_spread_over_many_leaves_are_refused_whole_on_a_full_disk() {
         db.close().expect("close");
         let db = open_dirty(&fs, dir.path()).expect("reopen");
         for (n, m) in models.iter().enumerate() {
-            assert_eq!(&dump(&db, n), m, "extra {extra_kb} KB, t{n}: after reopen");
+            assert_eq!(
+                &contents(&db, &format!("t{n}")),
+                m,
+                "extra {extra_kb} KB, t{n}: after reopen"
+            );
         }
         assert!(db.verify().unwrap().is_ok());
     }
