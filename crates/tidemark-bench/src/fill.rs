@@ -7,6 +7,10 @@
 //! the data file's blocks in use (file size less free and limbo blocks) per
 //! byte of keys and values inserted.
 //!
+//! Two more rows insert random and ascending keys, then delete nine in ten
+//! of them in random order: the space each live key takes then shows
+//! whether sparse leaves merge (without merges it grows about tenfold).
+//!
 //! Splits in the middle leave ordered keys' leaves half full for good,
 //! twice the file and half the records per byte of cache; the targets ask
 //! ordered keys to take well under what random keys take, side by side in
@@ -18,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use tidemark::bson::{doc, Bson};
@@ -87,8 +92,13 @@ impl Order {
 
 struct Row {
     order: String,
+    /// Live keys when measured.
     keys: u64,
     inserts_per_s: f64,
+    /// Deletes per second, for the rows that delete.
+    deletes_per_s: Option<f64>,
+    /// Leaves merged by those deletes.
+    leaves_merged: u64,
     user_bytes: u64,
     in_use_bytes: u64,
     tree_pages: u64,
@@ -117,7 +127,15 @@ fn record_bytes(order: Order) -> BoxResult<u64> {
     Ok(tidemark::bson::to_vec(&d)?.len() as u64)
 }
 
-fn measure(order: Order, n: u64, dir: &std::path::Path) -> BoxResult<Row> {
+/// Inserts `n` keys in `order`, then, with `delete_tenths`, deletes that
+/// many tenths of them in random order (one writer) and checkpoints twice,
+/// so the blocks the deletes gave up are free again when measured.
+fn measure(
+    order: Order,
+    n: u64,
+    delete_tenths: Option<u64>,
+    dir: &std::path::Path,
+) -> BoxResult<Row> {
     let tmp = tempfile::Builder::new()
         .prefix("tidemark-fill-")
         .tempdir_in(dir)?;
@@ -178,6 +196,28 @@ fn measure(order: Order, n: u64, dir: &std::path::Path) -> BoxResult<Row> {
     }
     let secs = t0.elapsed().as_secs_f64();
     db.checkpoint()?;
+    let mut live = n;
+    let mut deletes_per_s = None;
+    if let Some(tenths) = delete_tenths {
+        // The keys the single writer inserted, again from its seed.
+        let mut rng = SmallRng::seed_from_u64(7);
+        let mut keys: Vec<u64> = (0..n).map(|i| order.key(i, n, &mut rng)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys.shuffle(&mut rng);
+        let gone = keys.len() as u64 * tenths / 10;
+        let t1 = Instant::now();
+        for k in &keys[..gone as usize] {
+            let mut b = WriteBatch::new();
+            b.set_durability(Durability::None);
+            b.delete("t", k.to_be_bytes());
+            db.write(&b)?;
+        }
+        deletes_per_s = Some(gone as f64 / t1.elapsed().as_secs_f64());
+        live = keys.len() as u64 - gone;
+        db.checkpoint()?;
+        db.checkpoint()?;
+    }
     let s = db.stats();
     let report = db.verify()?;
     if !report.is_ok() {
@@ -187,10 +227,15 @@ fn measure(order: Order, n: u64, dir: &std::path::Path) -> BoxResult<Row> {
         )));
     }
     Ok(Row {
-        order: order.name(),
-        keys: n,
+        order: match delete_tenths {
+            Some(t) => format!("{}, {}0 % deleted", order.name(), t),
+            None => order.name(),
+        },
+        keys: live,
         inserts_per_s: n as f64 / secs,
-        user_bytes: n * record_bytes(order)?,
+        deletes_per_s,
+        leaves_merged: s.tree_leaves_merged,
+        user_bytes: live * record_bytes(order)?,
         in_use_bytes: s.file_size - s.file_free_bytes - s.file_limbo_bytes,
         tree_pages: report.pages,
     })
@@ -212,7 +257,16 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         if !a.json {
             eprintln!("  {} ...", o.name());
         }
-        rows.push(measure(o, n, &a.dir)?);
+        rows.push(measure(o, n, None, &a.dir)?);
+    }
+    // Nine keys in ten deleted at random: leaves that fall under a quarter
+    // full merge with a sibling, so the space a live key takes should stay
+    // near what random inserts leave, not grow tenfold.
+    for o in [Order::Random, Order::Ascending] {
+        if !a.json {
+            eprintln!("  {}, 90 % deleted ...", o.name());
+        }
+        rows.push(measure(o, n, Some(9), &a.dir)?);
     }
     let by = |name: &str| {
         rows.iter()
@@ -225,19 +279,29 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "Leaves filled by ordered keys ({n} keys of 8 bytes + {VALUE}-byte values each; documents: {VALUE}-byte binary field; checkpointed)"
         );
         println!(
-            "{:<26} {:>9} {:>11} {:>9} {:>13} {:>14} {:>11}",
-            "order", "keys", "inserts/s", "user MB", "in use MB", "in use / user", "tree pages"
+            "{:<34} {:>9} {:>11} {:>11} {:>9} {:>13} {:>14} {:>11} {:>14}",
+            "order",
+            "live keys",
+            "inserts/s",
+            "deletes/s",
+            "user MB",
+            "in use MB",
+            "in use / user",
+            "tree pages",
+            "leaves merged"
         );
         for r in &rows {
             println!(
-                "{:<26} {:>9} {:>11.0} {:>9.1} {:>13.1} {:>14.2} {:>11}",
+                "{:<34} {:>9} {:>11.0} {:>11} {:>9.1} {:>13.1} {:>14.2} {:>11} {:>14}",
                 r.order,
                 r.keys,
                 r.inserts_per_s,
+                r.deletes_per_s.map_or("-".into(), |d| format!("{d:.0}")),
                 r.user_bytes as f64 / 1e6,
                 r.in_use_bytes as f64 / 1e6,
                 r.per_user(),
-                r.tree_pages
+                r.tree_pages,
+                r.leaves_merged
             );
         }
         println!();
@@ -264,6 +328,16 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             rel("ascending, 4 writers", random),
             0.9,
         ),
+        Target::at_most(
+            "random, 90 % deleted: in use / random keys'",
+            rel("random, 90 % deleted", random),
+            2.0,
+        ),
+        Target::at_most(
+            "ascending, 90 % deleted: in use / random keys'",
+            rel("ascending, 90 % deleted", random),
+            2.0,
+        ),
     ];
     let figures = json!({
         "keys": n,
@@ -276,6 +350,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "in_use_bytes": r.in_use_bytes,
             "in_use_per_user": r.per_user(),
             "tree_pages": r.tree_pages,
+            "deletes_per_s": r.deletes_per_s,
+            "leaves_merged": r.leaves_merged,
         })).collect::<Vec<_>>(),
     });
     Ok(report::finish(

@@ -262,6 +262,10 @@ pub(crate) struct PagerCounters {
     pub(crate) bytes_written: AtomicU64,
     /// Bytes of the data file read for pages.
     pub(crate) bytes_read: AtomicU64,
+    /// Leaves merged into a sibling (`Tree::merge_underfull_leaf`).
+    pub(crate) leaves_merged: AtomicU64,
+    /// Empty leaves unlinked from their parent (`Tree::unlink_empty_leaf`).
+    pub(crate) leaves_unlinked: AtomicU64,
 }
 
 pub(crate) struct Pager {
@@ -396,6 +400,18 @@ impl Pager {
     /// the branch (or root) whose children change.
     pub(crate) fn shape_changed(&self) {
         self.shape_changes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Counts a leaf merged into its sibling.
+    pub(crate) fn leaf_merged(&self) {
+        self.counters.leaves_merged.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an empty leaf unlinked from its parent.
+    pub(crate) fn leaf_unlinked(&self) {
+        self.counters
+            .leaves_unlinked
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Blocks the data file has room for, preallocated ones included.

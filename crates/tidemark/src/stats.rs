@@ -221,6 +221,11 @@ pub struct Stats {
     pub file_free_bytes: u64,
     /// Bytes of blocks waiting for a checkpoint before they can be reused.
     pub file_limbo_bytes: u64,
+    /// Leaves merged into a sibling after deletes left them under a quarter
+    /// full.
+    pub tree_leaves_merged: u64,
+    /// Leaves that deletes emptied, unlinked from their parent and freed.
+    pub tree_leaves_unlinked: u64,
     /// The process's memory limit (its cgroup's) found at open, in bytes;
     /// 0 if none was found or `Builder::os_cache` is not `Auto`.
     pub memory_limit_bytes: u64,
@@ -359,6 +364,8 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         checkpoint_last_us: ld(&c.last_ns) / 1000,
         checkpoint_max_us: ld(&c.max_ns) / 1000,
         checkpoint_pages_written: ld(&c.pages_written),
+        tree_leaves_merged: ld(&e.pager.counters.leaves_merged),
+        tree_leaves_unlinked: ld(&e.pager.counters.leaves_unlinked),
         data_write_backs: ld(&c.write_backs),
         checkpoint_running: ld(&c.running) != 0,
         file_size: file_blocks * page,
@@ -454,6 +461,8 @@ impl Stats {
             ("file_size", self.file_size),
             ("file_free_bytes", self.file_free_bytes),
             ("file_limbo_bytes", self.file_limbo_bytes),
+            ("tree_leaves_merged", self.tree_leaves_merged),
+            ("tree_leaves_unlinked", self.tree_leaves_unlinked),
             ("memory_limit_bytes", self.memory_limit_bytes),
             ("os_cache_drop_behind", u64::from(self.os_cache_drop_behind)),
             ("log_bytes_written", self.log_bytes_written),

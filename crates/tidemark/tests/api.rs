@@ -324,6 +324,85 @@ fn a_queue_table_does_not_grow_the_file() {
     );
 }
 
+/// Deleting most keys at random merges the leaves they leave sparse: the
+/// tree keeps about as many leaves as its live keys need, not one per leaf
+/// it ever had, and the pages it gives up are reused by later inserts.
+#[test]
+fn random_deletes_merge_sparse_leaves() {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let t = db.create_table("t").unwrap();
+    let value = [9u8; 200];
+    let n = 20_000u64;
+    let mut keys: Vec<u64> = (0..n).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    keys.shuffle(&mut rng);
+    for k in &keys {
+        t.put(k.to_be_bytes(), value).unwrap();
+    }
+    db.checkpoint().unwrap();
+    let full = db.verify().unwrap();
+    assert!(full.is_ok(), "{:?}", full.problems);
+    let full_size = db.stats().file_size;
+    // Delete nine keys in ten, at random.
+    keys.shuffle(&mut rng);
+    let (gone, kept) = keys.split_at(n as usize * 9 / 10);
+    for k in gone {
+        assert!(t.delete(k.to_be_bytes()).unwrap());
+    }
+    db.checkpoint().unwrap();
+    let sparse = db.verify().unwrap();
+    assert!(sparse.is_ok(), "{:?}", sparse.problems);
+    let s = db.stats();
+    assert!(s.tree_leaves_merged > 0, "{s:?}");
+    // 2,000 live cells of 217 bytes with their slots fill about 27 of
+    // 16,352-byte leaves. Leaves under a quarter full merge whenever a
+    // sibling leaves room, so the tree keeps well under 4x that; without
+    // merges it kept every leaf the 20,000 keys had, over 300.
+    let live_leaves = (kept.len() * 219).div_ceil(16_352) as u64;
+    assert!(
+        sparse.pages < live_leaves * 4,
+        "{} pages for {} live keys ({} before the deletes)",
+        sparse.pages,
+        kept.len(),
+        full.pages
+    );
+    let mut want: Vec<u64> = kept.to_vec();
+    want.sort_unstable();
+    let got: Vec<u64> = t
+        .iter()
+        .map(|kv| u64::from_be_bytes(kv.unwrap().0.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, want);
+    let mut back: Vec<u64> = t
+        .iter()
+        .rev()
+        .map(|kv| u64::from_be_bytes(kv.unwrap().0.try_into().unwrap()))
+        .collect();
+    back.reverse();
+    assert_eq!(back, want);
+    // The freed pages are reused: filling the table again does not grow
+    // the file past what the first fill took.
+    for k in gone {
+        t.put(k.to_be_bytes(), value).unwrap();
+    }
+    db.checkpoint().unwrap();
+    db.checkpoint().unwrap();
+    let refilled = db.verify().unwrap();
+    assert!(refilled.is_ok(), "{:?}", refilled.problems);
+    assert_eq!(t.iter().count() as u64, n);
+    assert!(
+        db.stats().file_size <= full_size,
+        "file grew from {full_size} to {} bytes",
+        db.stats().file_size
+    );
+    db.close().unwrap();
+    let db = tidemark::Database::open(dir.path()).unwrap();
+    assert_eq!(db.table("t").unwrap().iter().count() as u64, n);
+}
+
 /// Keys that arrive in order (time-ordered keys, ObjectIds, log
 /// sequence numbers) leave leaves nearly full, not half full as splits in
 /// the middle would: one writer ascending or descending, four writers

@@ -218,12 +218,12 @@ fn queues_unlink_leaves_under_concurrent_scans_and_checkpoints() {
 }
 
 /// Forward scans continue from leaf to leaf under the branch they last
-/// read while writers split and unlink the leaves around them. Keys that
+/// read while writers split, merge and unlink the leaves around them. Keys that
 /// no writer touches must each appear exactly once, in order, in every
 /// scan: a scan that went on under a branch that had changed would skip
 /// or repeat them.
 #[test]
-fn scans_see_every_untouched_key_while_leaves_split_and_unlink() {
+fn scans_see_every_untouched_key_while_leaves_split_merge_and_unlink() {
     const STABLE: u32 = 3000;
     let dir = tempfile::tempdir().unwrap();
     // Room for the versions a slow scan keeps (a tiny cache would refuse
@@ -252,7 +252,8 @@ fn scans_see_every_untouched_key_while_leaves_split_and_unlink() {
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     // A burst of keys between two stable ones splits their
-                    // leaf; deleting them again empties leaves to unlink.
+                    // leaf; deleting them again empties leaves to unlink
+                    // and leaves others under a quarter full, to merge.
                     let at = rng.gen_range(0..STABLE);
                     let keys: Vec<Vec<u8>> = (0..40)
                         .map(|j| format!("k{at:05}-v{w}-{j:02}").into_bytes())
@@ -331,9 +332,13 @@ fn scans_see_every_untouched_key_while_leaves_split_and_unlink() {
     }
     stop.store(true, Ordering::Relaxed);
     let bursts: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    let s = db.stats();
     eprintln!(
-        "scan hint stress: {full_scans} whole and {partial_scans} partial scans, {bursts} bursts, {refusals} refused"
+        "scan hint stress: {full_scans} whole and {partial_scans} partial scans, {bursts} bursts, {refusals} refused, {} leaves merged, {} unlinked",
+        s.tree_leaves_merged, s.tree_leaves_unlinked
     );
     assert!(bursts > 0, "writers never ran");
+    assert!(s.tree_leaves_merged > 0, "no leaf was merged: {s:?}");
+    assert!(s.tree_leaves_unlinked > 0, "no leaf was unlinked: {s:?}");
     assert_eq!(common::dump(&t).len(), STABLE as usize);
 }

@@ -8,9 +8,12 @@
 //! to absorb a split down to the leaf (pessimistic). A table's root keeps
 //! its page id forever: when it splits, its content moves to a new child.
 //!
-//! Leaves are not merged when they underflow. A leaf that a delete empties
-//! is unlinked from its parent and freed (`unlink_empty_leaf`), unless it is
-//! its parent's only child or the root; scans skip any empty leaf left.
+//! A leaf that a delete empties is unlinked from its parent and freed
+//! (`unlink_empty_leaf`), unless it is its parent's only child or the root;
+//! scans skip any empty leaf left. A leaf that a delete takes below a
+//! quarter full is merged with a sibling under the same parent when the two
+//! fit in three quarters of a page (`merge_underfull_leaf`). Branches are
+//! neither merged nor removed, and the tree never gets shorter.
 
 pub(crate) mod node;
 pub(crate) mod overflow;
@@ -428,12 +431,23 @@ impl<'a> Tree<'a> {
             Ok(i) => {
                 let old = StoredValue::from_leaf(node::leaf_value(w.bytes(), i));
                 self.keep_old(w.bytes(), Some(i), &mut keep)?;
+                let used_before = node::used(w.bytes());
                 let b = w.bytes_mut()?;
                 node::remove(b, i);
                 node::note_leaf_remove(b, i);
-                if page::count(w.bytes()) == 0 && w.pid() != self.root {
+                let root = w.pid() == self.root;
+                if page::count(w.bytes()) == 0 && !root {
                     drop(w);
                     self.unlink_empty_leaf(key)?;
+                } else if !root
+                    && used_before >= node::MERGE_BELOW
+                    && node::used(w.bytes()) < node::MERGE_BELOW
+                {
+                    // Once per fall below the mark, not on every delete
+                    // under it: a leaf draining from one end (a queue)
+                    // beside a full sibling tries once, then empties.
+                    drop(w);
+                    self.merge_underfull_leaf(key)?;
                 }
                 Ok(Some(old))
             }
@@ -485,12 +499,85 @@ impl<'a> Tree<'a> {
             drop(cw);
             self.pool.discard(self.pager, c)?;
             self.pager.free_pid(c);
+            self.pager.leaf_unlinked();
             return Ok(());
         }
         Err(Error::corruption(
             self.root,
             "tree deeper than the depth limit (cycle?)",
         ))
+    }
+
+    /// Merges the leaf on `key`'s path with a sibling under the same parent,
+    /// if it is still under [`node::MERGE_BELOW`] and the two fit in
+    /// [`node::MERGE_FILL_MAX`]: the next sibling first, else the one
+    /// before. The right one's cells move to the left one, the separator
+    /// between them leaves the parent, and the right page is freed. Latches
+    /// as [`Self::unlink_empty_leaf`] does, top-down and exclusive, then
+    /// two siblings left to right under their parent's latch; no other
+    /// thread latches a sibling while holding one, and none can reach
+    /// either without passing the parent.
+    fn merge_underfull_leaf(&self, key: &[u8]) -> Result<()> {
+        let mut g = self.pool.fix_exclusive(self.pager, self.root)?;
+        for _ in 0..MAX_DEPTH {
+            if node::is_leaf(g.bytes()) {
+                return Ok(());
+            }
+            let idx = node::child_index(g.bytes(), key);
+            if page::level(g.bytes()) > 1 {
+                let c = node::child(g.bytes(), idx);
+                let cw = self.pool.fix_exclusive(self.pager, c)?;
+                check_child_level(g.bytes(), cw.bytes(), c)?;
+                g = cw;
+                continue;
+            }
+            // Children `li` and `li + 1`, separated by cell `li`: the leaf
+            // and the next one, then the one before and the leaf.
+            let n = page::count(g.bytes());
+            for li in [Some(idx).filter(|&i| i < n), idx.checked_sub(1)]
+                .into_iter()
+                .flatten()
+            {
+                if self.merge_pair(&mut g, li, li == idx)? {
+                    return Ok(());
+                }
+            }
+            return Ok(());
+        }
+        Err(Error::corruption(
+            self.root,
+            "tree deeper than the depth limit (cycle?)",
+        ))
+    }
+
+    /// Merges children `li` and `li + 1` of the level-1 branch `g` if the
+    /// one on the deleting key's path (the left one when `left_on_path`)
+    /// is under [`node::MERGE_BELOW`] and the two fit; returns whether it
+    /// is done with that leaf (merged, or no longer under the mark).
+    fn merge_pair(&self, g: &mut PageWrite<'a>, li: usize, left_on_path: bool) -> Result<bool> {
+        let (lp, rp) = (node::child(g.bytes(), li), node::child(g.bytes(), li + 1));
+        let mut lw = self.pool.fix_exclusive(self.pager, lp)?;
+        check_child_level(g.bytes(), lw.bytes(), lp)?;
+        let rw = self.pool.fix_exclusive(self.pager, rp)?;
+        check_child_level(g.bytes(), rw.bytes(), rp)?;
+        let on_path = if left_on_path { &lw } else { &rw };
+        if node::used(on_path.bytes()) >= node::MERGE_BELOW {
+            return Ok(true);
+        }
+        if node::used(lw.bytes()) + node::used(rw.bytes()) > node::MERGE_FILL_MAX {
+            return Ok(false);
+        }
+        // Under the parent's exclusive latch, as scans expect.
+        self.pager.shape_changed();
+        let merged = node::merge_leaves(lw.bytes_mut()?, rw.bytes());
+        debug_assert!(merged, "the fit was checked above");
+        node::remove(g.bytes_mut()?, li);
+        drop(lw);
+        drop(rw);
+        self.pool.discard(self.pager, rp)?;
+        self.pager.free_pid(rp);
+        self.pager.leaf_merged();
+        Ok(true)
     }
 
     /// Entries of the leaf holding the lowest keys within `lo`, up to `hi`.

@@ -223,6 +223,46 @@ pub(crate) fn free_space(buf: &[u8]) -> usize {
     page::free_end(buf) - slots_end(buf) + page::garbage(buf)
 }
 
+/// Bytes the live cells and their slots take: what a merge must move.
+pub(crate) fn used(buf: &[u8]) -> usize {
+    USABLE - free_space(buf)
+}
+
+/// A leaf whose live bytes fall below this share of a node (a quarter) is
+/// merged with a sibling if the two fit in [`MERGE_FILL_MAX`].
+pub(crate) const MERGE_BELOW: usize = USABLE / 4;
+/// The most a merged leaf may hold: three quarters of a node, so that it
+/// takes a quarter's worth of inserts before it splits again (a merge into
+/// a full leaf would make every insert after a delete split it anew).
+pub(crate) const MERGE_FILL_MAX: usize = USABLE * 3 / 4;
+
+/// Moves every cell of leaf `right` to the end of leaf `left`, whose keys
+/// are all below `right`'s, if the two together take at most
+/// [`MERGE_FILL_MAX`]; returns whether it did. `right` is left unchanged
+/// (the caller frees it). `left`'s insert record is reset: its indexes no
+/// longer say where the last insert landed.
+pub(crate) fn merge_leaves(left: &mut [u8], right: &[u8]) -> bool {
+    debug_assert!(is_leaf(left) && is_leaf(right));
+    if used(left) + used(right) > MERGE_FILL_MAX {
+        return false;
+    }
+    compact(left);
+    let n = page::count(left);
+    let m = page::count(right);
+    let mut end = page::free_end(left);
+    for j in 0..m {
+        let c = cell(right, j);
+        end -= c.len();
+        left[end..end + c.len()].copy_from_slice(c);
+        set_slot(left, n + j, end);
+    }
+    page::set_count(left, n + m);
+    page::set_free_end(left, end);
+    set_insert_run(left, None);
+    debug_assert!(slots_end(left) <= end, "merge overflowed the page");
+    true
+}
+
 /// Whether a cell of `cell_len` bytes can be added (after compaction).
 pub(crate) fn can_insert(buf: &[u8], cell_len: usize) -> bool {
     free_space(buf) >= cell_len + SLOT
@@ -1179,6 +1219,44 @@ mod tests {
 
     fn cells_of(b: &[u8]) -> Vec<Vec<u8>> {
         (0..page::count(b)).map(|i| cell(b, i).to_vec()).collect()
+    }
+
+    /// Two sparse leaves become one holding every key of both in order,
+    /// dead cells left behind; a pair over three quarters of a page is
+    /// refused and neither leaf changes.
+    #[test]
+    fn merge_takes_the_right_leafs_cells_when_both_fit() {
+        let val = [5u8; 300];
+        let keys = |r: std::ops::Range<u32>| r.map(|i| format!("k{i:04}").into_bytes());
+        let mut left = leaf_with_value(keys(0..20), &val);
+        // Dead cells in the left leaf: the merge compacts them away.
+        for _ in 0..5 {
+            remove(&mut left, 3);
+        }
+        note_leaf_insert(&mut left, 2);
+        let right = leaf_with_value(keys(20..30), &val);
+        let before = used(&left) + used(&right);
+        assert!(merge_leaves(&mut left, &right));
+        validate(&left).unwrap();
+        assert_eq!(used(&left), before);
+        assert_eq!(page::garbage(&left), 0);
+        assert_eq!(insert_run(&left), None);
+        let got: Vec<Vec<u8>> = (0..page::count(&left))
+            .map(|i| key(&left, i).to_vec())
+            .collect();
+        let want: Vec<Vec<u8>> = keys(0..3).chain(keys(8..30)).collect();
+        assert_eq!(got, want);
+        for i in 0..page::count(&left) {
+            assert_eq!(leaf_value(&left, i), LeafValue::Inline(&val));
+        }
+
+        // 25 + 15 cells of 300 bytes: over three quarters of 16 KiB.
+        let mut full = leaf_with_value(keys(0..25), &val);
+        let other = leaf_with_value(keys(25..40), &val);
+        assert!(used(&full) + used(&other) > MERGE_FILL_MAX);
+        let copy = full.clone();
+        assert!(!merge_leaves(&mut full, &other));
+        assert_eq!(full, copy);
     }
 
     /// A packed page is shorter than the page, passes the checksum over its
