@@ -10,6 +10,8 @@
 //! Two more rows insert random and ascending keys, then delete nine in ten
 //! of them in random order: the space each live key takes then shows
 //! whether sparse leaves merge (without merges it grows about tenfold).
+//! They are then compacted, and print the data file's size before and
+//! after.
 //!
 //! Splits in the middle leave ordered keys' leaves half full for good,
 //! twice the file and half the records per byte of cache; the targets ask
@@ -99,6 +101,9 @@ struct Row {
     deletes_per_s: Option<f64>,
     /// Leaves merged by those deletes.
     leaves_merged: u64,
+    /// The data file's size before and after `compact`, for the rows that
+    /// delete.
+    compacted: Option<(u64, u64)>,
     user_bytes: u64,
     in_use_bytes: u64,
     tree_pages: u64,
@@ -226,6 +231,13 @@ fn measure(
             report.problems
         )));
     }
+    let compacted = match delete_tenths {
+        Some(_) => {
+            let c = db.compact()?;
+            Some((c.size_before, c.size_after))
+        }
+        None => None,
+    };
     Ok(Row {
         order: match delete_tenths {
             Some(t) => format!("{}, {}0 % deleted", order.name(), t),
@@ -235,6 +247,7 @@ fn measure(
         inserts_per_s: n as f64 / secs,
         deletes_per_s,
         leaves_merged: s.tree_leaves_merged,
+        compacted,
         user_bytes: live * record_bytes(order)?,
         in_use_bytes: s.file_size - s.file_free_bytes - s.file_limbo_bytes,
         tree_pages: report.pages,
@@ -279,7 +292,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "Leaves filled by ordered keys ({n} keys of 8 bytes + {VALUE}-byte values each; documents: {VALUE}-byte binary field; checkpointed)"
         );
         println!(
-            "{:<34} {:>9} {:>11} {:>11} {:>9} {:>13} {:>14} {:>11} {:>14}",
+            "{:<34} {:>9} {:>11} {:>11} {:>9} {:>13} {:>14} {:>11} {:>14} {:>20}",
             "order",
             "live keys",
             "inserts/s",
@@ -288,11 +301,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "in use MB",
             "in use / user",
             "tree pages",
-            "leaves merged"
+            "leaves merged",
+            "file MB, compacted"
         );
         for r in &rows {
             println!(
-                "{:<34} {:>9} {:>11.0} {:>11} {:>9.1} {:>13.1} {:>14.2} {:>11} {:>14}",
+                "{:<34} {:>9} {:>11.0} {:>11} {:>9.1} {:>13.1} {:>14.2} {:>11} {:>14} {:>20}",
                 r.order,
                 r.keys,
                 r.inserts_per_s,
@@ -301,7 +315,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 r.in_use_bytes as f64 / 1e6,
                 r.per_user(),
                 r.tree_pages,
-                r.leaves_merged
+                r.leaves_merged,
+                r.compacted.map_or("-".into(), |(b, a)| format!(
+                    "{:.1} -> {:.1}",
+                    b as f64 / 1e6,
+                    a as f64 / 1e6
+                ))
             );
         }
         println!();
@@ -352,6 +371,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "tree_pages": r.tree_pages,
             "deletes_per_s": r.deletes_per_s,
             "leaves_merged": r.leaves_merged,
+            "file_bytes_before_compact": r.compacted.map(|c| c.0),
+            "file_bytes_after_compact": r.compacted.map(|c| c.1),
         })).collect::<Vec<_>>(),
     });
     Ok(report::finish(

@@ -129,8 +129,8 @@ enum Cmd {
     /// open is asked through its control socket; otherwise this command
     /// opens it.
     Backup { dest: PathBuf },
-    /// Return the free space at the end of the data file to the file
-    /// system (after two checkpoints).
+    /// Move tree pages from the end of the data file into its free blocks
+    /// and return the free space to the file system (four checkpoints).
     Compact,
     /// A line per interval about a database open in another process: ops/s
     /// by kind, cache used and dirty %, application-thread evictions, log

@@ -1002,8 +1002,11 @@ impl Database {
         crate::backup::backup(self.engine(), dest.as_ref())
     }
 
-    /// Returns the free space at the end of the data file to the file
-    /// system (after two checkpoints); does not move pages.
+    /// Returns the data file's free space to the file system: tree pages
+    /// and the page map are moved from the end of the file into its lowest
+    /// free blocks by checkpoints (four in all; commits wait while pages are
+    /// marked to move), then the file is cut after its last block in use.
+    /// Overflow pages (values over a page) are not moved.
     pub fn compact(&self) -> Result<crate::CompactInfo> {
         crate::backup::compact(self.engine())
     }
