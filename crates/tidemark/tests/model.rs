@@ -63,6 +63,9 @@ enum Op {
     /// split leaves where the run goes rather than in the middle.
     Run(u16, u16, bool, usize, Durability),
     Batch(Vec<(u16, Option<usize>)>, Durability),
+    /// Deletes of every `step`-th key in `first..first + n`, one batch:
+    /// leaves left sparse, which merge with their siblings.
+    Thin(u16, u16, u16, Durability),
     Scan(u16, u16, bool),
     Checkpoint,
     Reopen,
@@ -86,6 +89,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(k, n, desc, l, d)| Op::Run(k, n, desc, l, d)),
         4 => (prop::collection::vec((0u16..1500, prop::option::of(0usize..300)), 1..20), durability())
             .prop_map(|(items, d)| Op::Batch(items, d)),
+        3 => (0u16..1500, 1u16..800, 1u16..3, durability())
+            .prop_map(|(k, n, step, d)| Op::Thin(k, n, step, d)),
         3 => (0u16..1500, 0u16..1500, any::<bool>()).prop_map(|(a, b, r)| Op::Scan(a, b, r)),
         3 => Just(Op::Checkpoint),
         1 => Just(Op::Reopen),
@@ -147,6 +152,17 @@ fn run(ops: Vec<Op>) {
                             model.remove(&key(k));
                         }
                     }
+                }
+                db.write(&b).unwrap();
+                survivors.committed(&model, d);
+            }
+            Op::Thin(first, n, step, d) => {
+                let last = first.saturating_add(n).min(1500);
+                let mut b = tidemark::WriteBatch::new();
+                b.set_durability(d);
+                for k in (first..last).step_by(usize::from(step)) {
+                    b.delete("t", key(k));
+                    model.remove(&key(k));
                 }
                 db.write(&b).unwrap();
                 survivors.committed(&model, d);
