@@ -461,46 +461,23 @@ impl<'a> Tree<'a> {
         }
     }
 
-    /// Removes the leaf on `key`'s path from its parent and frees it, if it
-    /// is (still) empty and its parent has another child. Descends with
-    /// exclusive latches, top-down like a pessimistic split, so no reader
-    /// can reach the leaf once its parent no longer names it; a reader
-    /// already on it finished before its latch was granted. Queue-like
-    /// tables (keys added at one end, deleted at the other) would otherwise
-    /// keep one empty leaf per leaf of keys ever deleted.
-    fn unlink_empty_leaf(&self, key: &[u8]) -> Result<()> {
+    /// The level-1 branch above the leaf on `key`'s path, latched
+    /// exclusively by a top-down descent with exclusive latch coupling (as
+    /// a pessimistic split takes them), so no other thread is inside it or
+    /// can reach its children; `None` when the root is a leaf.
+    fn leaf_parent_exclusive(&self, key: &[u8]) -> Result<Option<PageWrite<'a>>> {
         let mut g = self.pool.fix_exclusive(self.pager, self.root)?;
         for _ in 0..MAX_DEPTH {
             if node::is_leaf(g.bytes()) {
-                return Ok(());
+                return Ok(None);
             }
-            let idx = node::child_index(g.bytes(), key);
-            let c = node::child(g.bytes(), idx);
+            if page::level(g.bytes()) == 1 {
+                return Ok(Some(g));
+            }
+            let c = node::child(g.bytes(), node::child_index(g.bytes(), key));
             let cw = self.pool.fix_exclusive(self.pager, c)?;
             check_child_level(g.bytes(), cw.bytes(), c)?;
-            if page::level(g.bytes()) > 1 {
-                g = cw;
-                continue;
-            }
-            if page::count(cw.bytes()) != 0 || page::count(g.bytes()) == 0 {
-                return Ok(());
-            }
-            // Under the parent's exclusive latch, as scans expect.
-            self.pager.shape_changed();
-            let b = g.bytes_mut()?;
-            if idx == 0 {
-                // The next child becomes the leftmost: it takes the keys
-                // below its separator, of which there are none.
-                page::set_aux(b, node::child(b, 1));
-                node::remove(b, 0);
-            } else {
-                node::remove(b, idx - 1);
-            }
-            drop(cw);
-            self.pool.discard(self.pager, c)?;
-            self.pager.free_pid(c);
-            self.pager.leaf_unlinked();
-            return Ok(());
+            g = cw;
         }
         Err(Error::corruption(
             self.root,
@@ -508,46 +485,68 @@ impl<'a> Tree<'a> {
         ))
     }
 
+    /// Removes the leaf on `key`'s path from its parent and frees it, if it
+    /// is (still) empty and its parent has another child. Latches its
+    /// parent as [`Self::leaf_parent_exclusive`] does, so no reader can
+    /// reach the leaf once its parent no longer names it; a reader already
+    /// on it finished before its latch was granted. Queue-like tables (keys
+    /// added at one end, deleted at the other) would otherwise keep one
+    /// empty leaf per leaf of keys ever deleted.
+    fn unlink_empty_leaf(&self, key: &[u8]) -> Result<()> {
+        let Some(mut g) = self.leaf_parent_exclusive(key)? else {
+            return Ok(());
+        };
+        let idx = node::child_index(g.bytes(), key);
+        let c = node::child(g.bytes(), idx);
+        let cw = self.pool.fix_exclusive(self.pager, c)?;
+        check_child_level(g.bytes(), cw.bytes(), c)?;
+        if page::count(cw.bytes()) != 0 || page::count(g.bytes()) == 0 {
+            return Ok(());
+        }
+        // Under the parent's exclusive latch, as scans expect.
+        self.pager.shape_changed();
+        let b = g.bytes_mut()?;
+        if idx == 0 {
+            // The next child becomes the leftmost: it takes the keys
+            // below its separator, of which there are none.
+            page::set_aux(b, node::child(b, 1));
+            node::remove(b, 0);
+        } else {
+            node::remove(b, idx - 1);
+        }
+        drop(cw);
+        self.pool.discard(self.pager, c)?;
+        self.pager.free_pid(c);
+        self.pager.leaf_unlinked();
+        Ok(())
+    }
+
     /// Merges the leaf on `key`'s path with a sibling under the same parent,
     /// if it is still under [`node::MERGE_BELOW`] and the two fit in
     /// [`node::MERGE_FILL_MAX`]: the next sibling first, else the one
     /// before. The right one's cells move to the left one, the separator
     /// between them leaves the parent, and the right page is freed. Latches
-    /// as [`Self::unlink_empty_leaf`] does, top-down and exclusive, then
-    /// two siblings left to right under their parent's latch; no other
-    /// thread latches a sibling while holding one, and none can reach
-    /// either without passing the parent.
+    /// the parent as [`Self::leaf_parent_exclusive`] does, then two
+    /// siblings left to right under it; no other thread latches a sibling
+    /// while holding one, and none can reach either without passing the
+    /// parent.
     fn merge_underfull_leaf(&self, key: &[u8]) -> Result<()> {
-        let mut g = self.pool.fix_exclusive(self.pager, self.root)?;
-        for _ in 0..MAX_DEPTH {
-            if node::is_leaf(g.bytes()) {
+        let Some(mut g) = self.leaf_parent_exclusive(key)? else {
+            return Ok(());
+        };
+        let idx = node::child_index(g.bytes(), key);
+        // Children `li` and `li + 1`, separated by cell `li`: the leaf and
+        // the next one, then the one before and the leaf.
+        let n = page::count(g.bytes());
+        for li in [Some(idx).filter(|&i| i < n), idx.checked_sub(1)]
+            .into_iter()
+            .flatten()
+        {
+            if self.merge_pair(&mut g, li, li == idx)? {
                 return Ok(());
             }
-            let idx = node::child_index(g.bytes(), key);
-            if page::level(g.bytes()) > 1 {
-                let c = node::child(g.bytes(), idx);
-                let cw = self.pool.fix_exclusive(self.pager, c)?;
-                check_child_level(g.bytes(), cw.bytes(), c)?;
-                g = cw;
-                continue;
-            }
-            // Children `li` and `li + 1`, separated by cell `li`: the leaf
-            // and the next one, then the one before and the leaf.
-            let n = page::count(g.bytes());
-            for li in [Some(idx).filter(|&i| i < n), idx.checked_sub(1)]
-                .into_iter()
-                .flatten()
-            {
-                if self.merge_pair(&mut g, li, li == idx)? {
-                    return Ok(());
-                }
-            }
-            return Ok(());
         }
-        Err(Error::corruption(
-            self.root,
-            "tree deeper than the depth limit (cycle?)",
-        ))
+        Ok(())
     }
 
     /// Merges children `li` and `li + 1` of the level-1 branch `g` if the
