@@ -1022,6 +1022,8 @@ impl Database {
     }
 
     /// Walks every table and checks checksums, key order and tree shape.
+    /// Commits wait while the tables' trees are walked (reads go on), so
+    /// that no page changes shape under the walk.
     ///
     /// Damage is reported in [`VerifyReport::problems`], not as an error;
     /// the `Result` is for failures to run at all.

@@ -262,10 +262,14 @@ pub(crate) struct PagerCounters {
     pub(crate) bytes_written: AtomicU64,
     /// Bytes of the data file read for pages.
     pub(crate) bytes_read: AtomicU64,
-    /// Leaves merged into a sibling (`Tree::merge_underfull_leaf`).
+    /// Leaves merged into a sibling (`Tree::merge_underfull`).
     pub(crate) leaves_merged: AtomicU64,
     /// Empty leaves unlinked from their parent (`Tree::unlink_empty_leaf`).
     pub(crate) leaves_unlinked: AtomicU64,
+    /// Branches merged into a sibling.
+    pub(crate) branches_merged: AtomicU64,
+    /// Times a root with one child took its content (a level less).
+    pub(crate) roots_collapsed: AtomicU64,
 }
 
 pub(crate) struct Pager {
@@ -405,6 +409,20 @@ impl Pager {
     /// Counts a leaf merged into its sibling.
     pub(crate) fn leaf_merged(&self) {
         self.counters.leaves_merged.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a branch merged into its sibling.
+    pub(crate) fn branch_merged(&self) {
+        self.counters
+            .branches_merged
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a root that took its only child's content.
+    pub(crate) fn root_collapsed(&self) {
+        self.counters
+            .roots_collapsed
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts an empty leaf unlinked from its parent.

@@ -226,6 +226,12 @@ pub struct Stats {
     pub tree_leaves_merged: u64,
     /// Leaves that deletes emptied, unlinked from their parent and freed.
     pub tree_leaves_unlinked: u64,
+    /// Branches merged into a sibling after merges below left them under a
+    /// quarter full.
+    pub tree_branches_merged: u64,
+    /// Times a root left with one child took its content: the tree got a
+    /// level shorter.
+    pub tree_roots_collapsed: u64,
     /// The process's memory limit (its cgroup's) found at open, in bytes;
     /// 0 if none was found or `Builder::os_cache` is not `Auto`.
     pub memory_limit_bytes: u64,
@@ -366,6 +372,8 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         checkpoint_pages_written: ld(&c.pages_written),
         tree_leaves_merged: ld(&e.pager.counters.leaves_merged),
         tree_leaves_unlinked: ld(&e.pager.counters.leaves_unlinked),
+        tree_branches_merged: ld(&e.pager.counters.branches_merged),
+        tree_roots_collapsed: ld(&e.pager.counters.roots_collapsed),
         data_write_backs: ld(&c.write_backs),
         checkpoint_running: ld(&c.running) != 0,
         file_size: file_blocks * page,
@@ -463,6 +471,8 @@ impl Stats {
             ("file_limbo_bytes", self.file_limbo_bytes),
             ("tree_leaves_merged", self.tree_leaves_merged),
             ("tree_leaves_unlinked", self.tree_leaves_unlinked),
+            ("tree_branches_merged", self.tree_branches_merged),
+            ("tree_roots_collapsed", self.tree_roots_collapsed),
             ("memory_limit_bytes", self.memory_limit_bytes),
             ("os_cache_drop_behind", u64::from(self.os_cache_drop_behind)),
             ("log_bytes_written", self.log_bytes_written),

@@ -47,11 +47,18 @@ pub(crate) fn verify(e: &Engine, tables: &[(String, u64)]) -> VerifyReport {
         report: VerifyReport::default(),
         table: String::new(),
     };
+    // The walk reads each child's id from a copy of its parent and latches
+    // the child after letting the parent go, so no page may be freed or
+    // split meanwhile: commits wait at the write gate while it runs (a
+    // merge, an unlink or a split happens only inside a commit). Reads go
+    // on.
+    e.gate.close();
     for (name, root) in tables {
         w.table = name.clone();
         w.report.tables += 1;
         w.node(*root, None, None, None, 0);
     }
+    e.gate.open();
     w.report
 }
 

@@ -420,6 +420,82 @@ fn random_deletes_merge_sparse_leaves() {
     assert!(db.verify().unwrap().is_ok());
 }
 
+/// Branches merge too, and a root left with one child takes its content:
+/// a three-level tree of long keys, emptied down to a few keys at random,
+/// ends a level or two shorter with a handful of pages, and loses, repeats
+/// or reorders nothing on the way.
+#[test]
+fn deletes_merge_branches_and_shorten_the_tree() {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let t = db.create_table("t").unwrap();
+    // 1,000-byte keys: about 16 to a leaf and 16 children to a branch, so
+    // 3,000 keys make a root over branches over leaves.
+    let key = |i: u32| {
+        let mut k = vec![b'k'; 1000];
+        k[..4].copy_from_slice(&i.to_be_bytes());
+        k
+    };
+    let n = 3_000u32;
+    let mut ids: Vec<u32> = (0..n).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    ids.shuffle(&mut rng);
+    for &i in &ids {
+        t.put(key(i), i.to_le_bytes()).unwrap();
+    }
+    db.checkpoint().unwrap();
+    let full = db.verify().unwrap();
+    assert!(full.is_ok(), "{:?}", full.problems);
+    ids.shuffle(&mut rng);
+    let (gone, kept) = ids.split_at(n as usize - 20);
+    let mut want: Vec<u32> = kept.to_vec();
+    want.sort_unstable();
+    for (j, &i) in gone.iter().enumerate() {
+        assert!(t.delete(key(i)).unwrap());
+        if j % 500 == 0 {
+            // Scans in both directions see exactly the keys still there.
+            let left: std::collections::BTreeSet<u32> =
+                gone[j + 1..].iter().chain(kept).copied().collect();
+            let got: Vec<u32> = dump(&t)
+                .iter()
+                .map(|(k, _)| u32::from_be_bytes(k[..4].try_into().unwrap()))
+                .collect();
+            assert_eq!(got, left.iter().copied().collect::<Vec<_>>());
+            assert_eq!(t.iter().rev().count(), left.len());
+        }
+    }
+    let s = db.stats();
+    assert!(s.tree_branches_merged > 0, "{s:?}");
+    assert!(s.tree_roots_collapsed > 0, "{s:?}");
+    db.checkpoint().unwrap();
+    let small = db.verify().unwrap();
+    assert!(small.is_ok(), "{:?}", small.problems);
+    // 20 keys of 1,004 bytes fill about a leaf and a half.
+    assert!(
+        small.pages <= 8,
+        "{} pages for {} keys ({} before the deletes)",
+        small.pages,
+        kept.len(),
+        full.pages
+    );
+    for &i in kept {
+        assert_eq!(t.get(key(i)).unwrap(), Some(i.to_le_bytes().to_vec()));
+    }
+    // The short tree grows again as before.
+    for &i in gone {
+        t.put(key(i), i.to_le_bytes()).unwrap();
+    }
+    assert_eq!(t.iter().count(), n as usize);
+    db.close().unwrap();
+    let db = tidemark::Database::open(dir.path()).unwrap();
+    let t = db.table("t").unwrap();
+    assert_eq!(dump(&t).len(), n as usize);
+    let report = db.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
 /// Keys that arrive in order (time-ordered keys, ObjectIds, log
 /// sequence numbers) leave leaves nearly full, not half full as splits in
 /// the middle would: one writer ascending or descending, four writers

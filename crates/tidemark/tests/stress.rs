@@ -224,7 +224,27 @@ fn queues_unlink_leaves_under_concurrent_scans_and_checkpoints() {
 /// or repeat them.
 #[test]
 fn scans_see_every_untouched_key_while_leaves_split_merge_and_unlink() {
-    const STABLE: u32 = 3000;
+    let s = scans_while_the_tree_changes(3000, 0);
+    assert!(s.tree_leaves_merged > 0, "no leaf was merged: {s:?}");
+    assert!(s.tree_leaves_unlinked > 0, "no leaf was unlinked: {s:?}");
+}
+
+/// The same with keys of about 900 bytes: 17 to a branch, so bursts split
+/// and merge branches too, and the root grows a level and loses it again.
+#[test]
+fn scans_see_every_untouched_key_while_branches_split_merge_and_the_root_collapses() {
+    let s = scans_while_the_tree_changes(30, 1600);
+    assert!(s.tree_branches_merged > 0, "no branch was merged: {s:?}");
+    assert!(
+        s.tree_roots_collapsed > 0,
+        "the root never collapsed: {s:?}"
+    );
+}
+
+/// `stable` keys no writer touches, padded by `pad` bytes, and two writers
+/// inserting and deleting bursts between them while scans check that each
+/// stable key appears exactly once, in order; returns the stats at the end.
+fn scans_while_the_tree_changes(stable: u32, pad: usize) -> tidemark::Stats {
     let dir = tempfile::tempdir().unwrap();
     // Room for the versions a slow scan keeps (a tiny cache would refuse
     // most scans as too old). The two writers commit about 800,000 records
@@ -239,8 +259,12 @@ fn scans_see_every_untouched_key_while_leaves_split_merge_and_unlink() {
         .open(dir.path())
         .unwrap();
     let t = db.table("t").unwrap();
-    let stable_key = |i: u32| format!("k{i:05}-s").into_bytes();
-    for i in 0..STABLE {
+    let padded = move |mut k: Vec<u8>| {
+        k.resize(k.len() + pad, b'p');
+        k
+    };
+    let stable_key = move |i: u32| padded(format!("k{i:05}-s").into_bytes());
+    for i in 0..stable {
         t.put(stable_key(i), [b's'; 150]).unwrap();
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -254,9 +278,9 @@ fn scans_see_every_untouched_key_while_leaves_split_merge_and_unlink() {
                     // A burst of keys between two stable ones splits their
                     // leaf; deleting them again empties leaves to unlink
                     // and leaves others under a quarter full, to merge.
-                    let at = rng.gen_range(0..STABLE);
+                    let at = rng.gen_range(0..stable);
                     let keys: Vec<Vec<u8>> = (0..40)
-                        .map(|j| format!("k{at:05}-v{w}-{j:02}").into_bytes())
+                        .map(|j| padded(format!("k{at:05}-v{w}-{j:02}").into_bytes()))
                         .collect();
                     for k in &keys {
                         t.put(k, [b'v'; 300]).unwrap();
@@ -287,7 +311,7 @@ fn scans_see_every_untouched_key_while_leaves_split_merge_and_unlink() {
         let from = if full_scans <= partial_scans {
             0
         } else {
-            rng.gen_range(0..STABLE)
+            rng.gen_range(0..stable)
         };
         let limit = if from == 0 {
             usize::MAX
@@ -312,7 +336,7 @@ fn scans_see_every_untouched_key_while_leaves_split_merge_and_unlink() {
             if rng.gen_ratio(1, 40) {
                 std::thread::sleep(Duration::from_micros(200));
             }
-            if k.ends_with(b"-s") {
+            if k.get(6..8) == Some(&b"-s"[..]) {
                 assert_eq!(k, stable_key(next), "stable key skipped or repeated");
                 assert_eq!(v, [b's'; 150]);
                 next += 1;
@@ -324,7 +348,7 @@ fn scans_see_every_untouched_key_while_leaves_split_merge_and_unlink() {
             continue;
         }
         if from == 0 {
-            assert_eq!(next, STABLE, "a whole scan missed stable keys at the end");
+            assert_eq!(next, stable, "a whole scan missed stable keys at the end");
             full_scans += 1;
         } else {
             partial_scans += 1;
@@ -334,11 +358,12 @@ fn scans_see_every_untouched_key_while_leaves_split_merge_and_unlink() {
     let bursts: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
     let s = db.stats();
     eprintln!(
-        "scan hint stress: {full_scans} whole and {partial_scans} partial scans, {bursts} bursts, {refusals} refused, {} leaves merged, {} unlinked",
-        s.tree_leaves_merged, s.tree_leaves_unlinked
+        "scan hint stress: {full_scans} whole and {partial_scans} partial scans, {bursts} bursts, {refusals} refused, {} leaves merged, {} unlinked, {} branches merged, {} root collapses",
+        s.tree_leaves_merged, s.tree_leaves_unlinked, s.tree_branches_merged, s.tree_roots_collapsed
     );
     assert!(bursts > 0, "writers never ran");
-    assert!(s.tree_leaves_merged > 0, "no leaf was merged: {s:?}");
-    assert!(s.tree_leaves_unlinked > 0, "no leaf was unlinked: {s:?}");
-    assert_eq!(common::dump(&t).len(), STABLE as usize);
+    assert_eq!(common::dump(&t).len(), stable as usize);
+    let report = db.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    s
 }

@@ -10,10 +10,10 @@
 //!
 //! A leaf that a delete empties is unlinked from its parent and freed
 //! (`unlink_empty_leaf`), unless it is its parent's only child or the root;
-//! scans skip any empty leaf left. A leaf that a delete takes below a
-//! quarter full is merged with a sibling under the same parent when the two
-//! fit in three quarters of a page (`merge_underfull_leaf`). Branches are
-//! neither merged nor removed, and the tree never gets shorter.
+//! scans skip any empty leaf left. A node that a delete (or a merge below
+//! it) takes below a quarter full is merged with a sibling under the same
+//! parent when the two fit in three quarters of a page (`merge_underfull`),
+//! and a root left with one child takes its content: the tree gets shorter.
 
 pub(crate) mod node;
 pub(crate) mod overflow;
@@ -32,6 +32,16 @@ use node::LeafValue;
 const MAX_DEPTH: usize = 32;
 /// Worst-case separator cell a branch may have to take in a split.
 const MAX_BRANCH_CELL: usize = 10 + node::MAX_KEY_SIZE;
+
+/// What an attempt to merge two siblings found.
+enum Merge {
+    /// They are one node now.
+    Merged,
+    /// The node on the deleting key's path is no longer under the mark.
+    NotUnder,
+    /// Together they would not fit.
+    TooFull,
+}
 
 /// A value as stored in a leaf, detached from the page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -447,7 +457,7 @@ impl<'a> Tree<'a> {
                     // under it: a leaf draining from one end (a queue)
                     // beside a full sibling tries once, then empties.
                     drop(w);
-                    self.merge_underfull_leaf(key)?;
+                    self.merge_underfull(key, 0)?;
                 }
                 Ok(Some(old))
             }
@@ -461,17 +471,19 @@ impl<'a> Tree<'a> {
         }
     }
 
-    /// The level-1 branch above the leaf on `key`'s path, latched
-    /// exclusively by a top-down descent with exclusive latch coupling (as
-    /// a pessimistic split takes them), so no other thread is inside it or
-    /// can reach its children; `None` when the root is a leaf.
-    fn leaf_parent_exclusive(&self, key: &[u8]) -> Result<Option<PageWrite<'a>>> {
+    /// The branch at `level + 1` on `key`'s path (the parent of the node at
+    /// `level` there), latched exclusively by a top-down descent with
+    /// exclusive latch coupling (as a pessimistic split takes them), so no
+    /// other thread is inside it or can reach its children; `None` when the
+    /// tree is not that high.
+    fn parent_exclusive(&self, key: &[u8], level: u8) -> Result<Option<PageWrite<'a>>> {
         let mut g = self.pool.fix_exclusive(self.pager, self.root)?;
         for _ in 0..MAX_DEPTH {
-            if node::is_leaf(g.bytes()) {
+            let at = page::level(g.bytes());
+            if at <= level {
                 return Ok(None);
             }
-            if page::level(g.bytes()) == 1 {
+            if at == level + 1 {
                 return Ok(Some(g));
             }
             let c = node::child(g.bytes(), node::child_index(g.bytes(), key));
@@ -487,13 +499,13 @@ impl<'a> Tree<'a> {
 
     /// Removes the leaf on `key`'s path from its parent and frees it, if it
     /// is (still) empty and its parent has another child. Latches its
-    /// parent as [`Self::leaf_parent_exclusive`] does, so no reader can
-    /// reach the leaf once its parent no longer names it; a reader already
-    /// on it finished before its latch was granted. Queue-like tables (keys
-    /// added at one end, deleted at the other) would otherwise keep one
-    /// empty leaf per leaf of keys ever deleted.
+    /// parent as [`Self::parent_exclusive`] does, so no reader can reach
+    /// the leaf once its parent no longer names it; a reader already on it
+    /// finished before its latch was granted. Queue-like tables (keys added
+    /// at one end, deleted at the other) would otherwise keep one empty
+    /// leaf per leaf of keys ever deleted.
     fn unlink_empty_leaf(&self, key: &[u8]) -> Result<()> {
-        let Some(mut g) = self.leaf_parent_exclusive(key)? else {
+        let Some(mut g) = self.parent_exclusive(key, 0)? else {
             return Ok(());
         };
         let idx = node::child_index(g.bytes(), key);
@@ -503,6 +515,7 @@ impl<'a> Tree<'a> {
         if page::count(cw.bytes()) != 0 || page::count(g.bytes()) == 0 {
             return Ok(());
         }
+        let before = node::used(g.bytes());
         // Under the parent's exclusive latch, as scans expect.
         self.pager.shape_changed();
         let b = g.bytes_mut()?;
@@ -518,42 +531,88 @@ impl<'a> Tree<'a> {
         self.pool.discard(self.pager, c)?;
         self.pager.free_pid(c);
         self.pager.leaf_unlinked();
-        Ok(())
+        self.after_removal(g, before, key)
     }
 
-    /// Merges the leaf on `key`'s path with a sibling under the same parent,
-    /// if it is still under [`node::MERGE_BELOW`] and the two fit in
-    /// [`node::MERGE_FILL_MAX`]: the next sibling first, else the one
-    /// before. The right one's cells move to the left one, the separator
-    /// between them leaves the parent, and the right page is freed. Latches
-    /// the parent as [`Self::leaf_parent_exclusive`] does, then two
-    /// siblings left to right under it; no other thread latches a sibling
-    /// while holding one, and none can reach either without passing the
-    /// parent.
-    fn merge_underfull_leaf(&self, key: &[u8]) -> Result<()> {
-        let Some(mut g) = self.leaf_parent_exclusive(key)? else {
+    /// Merges the node at `level` on `key`'s path (a leaf at level 0) with
+    /// a sibling under the same parent, if it is still under
+    /// [`node::MERGE_BELOW`] and the two fit in [`node::MERGE_FILL_MAX`]:
+    /// the next sibling first, else the one before. The right one's cells
+    /// move to the left one (a branch's with the parent's separator between
+    /// them), the separator leaves the parent, and the right page is freed.
+    /// If that takes the parent under the mark in turn, it is merged the
+    /// same way, one level up; a root left with one child takes its
+    /// content (`collapse_root`). Latches the parent as
+    /// [`Self::parent_exclusive`] does, then two siblings left to right
+    /// under it; no other thread latches a sibling while holding one, and
+    /// none can reach either without passing the parent.
+    fn merge_underfull(&self, key: &[u8], level: u8) -> Result<()> {
+        let Some(mut g) = self.parent_exclusive(key, level)? else {
             return Ok(());
         };
         let idx = node::child_index(g.bytes(), key);
-        // Children `li` and `li + 1`, separated by cell `li`: the leaf and
-        // the next one, then the one before and the leaf.
+        let before = node::used(g.bytes());
+        // Children `li` and `li + 1`, separated by cell `li`: the node and
+        // the next one, then the one before and the node.
         let n = page::count(g.bytes());
         for li in [Some(idx).filter(|&i| i < n), idx.checked_sub(1)]
             .into_iter()
             .flatten()
         {
-            if self.merge_pair(&mut g, li, li == idx)? {
-                return Ok(());
+            match self.merge_pair(&mut g, li, li == idx)? {
+                Merge::Merged => return self.after_removal(g, before, key),
+                Merge::NotUnder => return Ok(()),
+                Merge::TooFull => {}
             }
         }
         Ok(())
     }
 
-    /// Merges children `li` and `li + 1` of the level-1 branch `g` if the
-    /// one on the deleting key's path (the left one when `left_on_path`)
-    /// is under [`node::MERGE_BELOW`] and the two fit; returns whether it
-    /// is done with that leaf (merged, or no longer under the mark).
-    fn merge_pair(&self, g: &mut PageWrite<'a>, li: usize, left_on_path: bool) -> Result<bool> {
+    /// After a child left branch `g` (whose used bytes were `before`):
+    /// merges `g` with a sibling if that took it under the mark, and makes
+    /// a root left with one child take its content.
+    fn after_removal(&self, g: PageWrite<'a>, before: usize, key: &[u8]) -> Result<()> {
+        if g.pid() == self.root {
+            return if page::count(g.bytes()) == 0 {
+                self.collapse_root(g)
+            } else {
+                Ok(())
+            };
+        }
+        let level = page::level(g.bytes());
+        if before >= node::MERGE_BELOW && node::used(g.bytes()) < node::MERGE_BELOW {
+            drop(g);
+            self.merge_underfull(key, level)?;
+        }
+        Ok(())
+    }
+
+    /// The root `g`, a branch with one child, takes that child's content
+    /// and level (the root keeps its page id), and the child is freed;
+    /// again while the root is a branch with one child. The tree gets one
+    /// level shorter each time.
+    fn collapse_root(&self, mut g: PageWrite<'a>) -> Result<()> {
+        while !node::is_leaf(g.bytes()) && page::count(g.bytes()) == 0 {
+            let c = node::child(g.bytes(), 0);
+            let cw = self.pool.fix_exclusive(self.pager, c)?;
+            check_child_level(g.bytes(), cw.bytes(), c)?;
+            // Under the root's exclusive latch, as scans expect.
+            self.pager.shape_changed();
+            let b = g.bytes_mut()?;
+            b.copy_from_slice(cw.bytes());
+            page::set_id(b, self.root);
+            drop(cw);
+            self.pool.discard(self.pager, c)?;
+            self.pager.free_pid(c);
+            self.pager.root_collapsed();
+        }
+        Ok(())
+    }
+
+    /// Merges children `li` and `li + 1` of branch `g` if the one on the
+    /// deleting key's path (the left one when `left_on_path`) is under
+    /// [`node::MERGE_BELOW`] and the two fit.
+    fn merge_pair(&self, g: &mut PageWrite<'a>, li: usize, left_on_path: bool) -> Result<Merge> {
         let (lp, rp) = (node::child(g.bytes(), li), node::child(g.bytes(), li + 1));
         let mut lw = self.pool.fix_exclusive(self.pager, lp)?;
         check_child_level(g.bytes(), lw.bytes(), lp)?;
@@ -561,22 +620,28 @@ impl<'a> Tree<'a> {
         check_child_level(g.bytes(), rw.bytes(), rp)?;
         let on_path = if left_on_path { &lw } else { &rw };
         if node::used(on_path.bytes()) >= node::MERGE_BELOW {
-            return Ok(true);
+            return Ok(Merge::NotUnder);
         }
-        if node::used(lw.bytes()) + node::used(rw.bytes()) > node::MERGE_FILL_MAX {
-            return Ok(false);
+        let sep = node::key(g.bytes(), li);
+        if !node::can_merge(lw.bytes(), rw.bytes(), sep) {
+            return Ok(Merge::TooFull);
         }
         // Under the parent's exclusive latch, as scans expect.
         self.pager.shape_changed();
-        let merged = node::merge_leaves(lw.bytes_mut()?, rw.bytes());
+        let merged = node::merge(lw.bytes_mut()?, rw.bytes(), sep);
         debug_assert!(merged, "the fit was checked above");
+        let leaf = node::is_leaf(rw.bytes());
         node::remove(g.bytes_mut()?, li);
         drop(lw);
         drop(rw);
         self.pool.discard(self.pager, rp)?;
         self.pager.free_pid(rp);
-        self.pager.leaf_merged();
-        Ok(true)
+        if leaf {
+            self.pager.leaf_merged();
+        } else {
+            self.pager.branch_merged();
+        }
+        Ok(Merge::Merged)
     }
 
     /// Entries of the leaf holding the lowest keys within `lo`, up to `hi`.
@@ -637,7 +702,11 @@ impl<'a> Tree<'a> {
         if !matches!((lo, &p.fence), (Bound::Included(k), Some(f)) if k == f) {
             return Ok(None);
         }
-        let g = self.pool.fix_shared(self.pager, p.pid)?;
+        // Not loaded if it is not cached: a merge may have freed it since
+        // (the count below then differs), and its id must not be read.
+        let Some(g) = self.pool.fix_shared_cached(self.pager, p.pid) else {
+            return Ok(None);
+        };
         // Every shape change is counted while the branch whose children it
         // changes is latched exclusively: an equal count under our latch
         // means this branch still has the children it had.

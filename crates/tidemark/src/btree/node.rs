@@ -228,37 +228,57 @@ pub(crate) fn used(buf: &[u8]) -> usize {
     USABLE - free_space(buf)
 }
 
-/// A leaf whose live bytes fall below this share of a node (a quarter) is
+/// A node whose live bytes fall below this share of a node (a quarter) is
 /// merged with a sibling if the two fit in [`MERGE_FILL_MAX`].
 pub(crate) const MERGE_BELOW: usize = USABLE / 4;
-/// The most a merged leaf may hold: three quarters of a node, so that it
+/// The most a merged node may hold: three quarters of a node, so that it
 /// takes a quarter's worth of inserts before it splits again (a merge into
 /// a full leaf would make every insert after a delete split it anew).
 pub(crate) const MERGE_FILL_MAX: usize = USABLE * 3 / 4;
 
-/// Moves every cell of leaf `right` to the end of leaf `left`, whose keys
-/// are all below `right`'s, if the two together take at most
-/// [`MERGE_FILL_MAX`]; returns whether it did. `right` is left unchanged
-/// (the caller frees it). `left`'s insert record is reset: its indexes no
-/// longer say where the last insert landed.
-pub(crate) fn merge_leaves(left: &mut [u8], right: &[u8]) -> bool {
-    debug_assert!(is_leaf(left) && is_leaf(right));
-    if used(left) + used(right) > MERGE_FILL_MAX {
+/// Whether siblings `left` and `right` (of one level, `left`'s keys all
+/// below `right`'s) would fit in [`MERGE_FILL_MAX`] as one node. Branches
+/// also take `sep`, the parent's separator between them, which comes down
+/// with `right`'s leftmost child.
+pub(crate) fn can_merge(left: &[u8], right: &[u8], sep: &[u8]) -> bool {
+    let down = if is_leaf(left) {
+        0
+    } else {
+        BRANCH_CELL_HEADER + sep.len() + SLOT
+    };
+    used(left) + used(right) + down <= MERGE_FILL_MAX
+}
+
+/// Moves every cell of `right` to the end of `left`, its sibling of the
+/// same level whose keys are all below `right`'s, if [`can_merge`] allows;
+/// returns whether it did. A branch first takes `sep` (the parent's
+/// separator between the two) with `right`'s leftmost child. `right` is
+/// left unchanged (the caller frees it). A leaf's insert record is reset:
+/// its indexes no longer say where the last insert landed.
+pub(crate) fn merge(left: &mut [u8], right: &[u8], sep: &[u8]) -> bool {
+    debug_assert_eq!(page::level(left), page::level(right));
+    if !can_merge(left, right, sep) {
         return false;
     }
     compact(left);
-    let n = page::count(left);
-    let m = page::count(right);
+    let down = (!is_leaf(left)).then(|| encode_branch_cell(sep, page::aux(right)));
+    let mut n = page::count(left);
     let mut end = page::free_end(left);
-    for j in 0..m {
-        let c = cell(right, j);
+    let cells = down
+        .as_deref()
+        .into_iter()
+        .chain((0..page::count(right)).map(|j| cell(right, j)));
+    for c in cells {
         end -= c.len();
         left[end..end + c.len()].copy_from_slice(c);
-        set_slot(left, n + j, end);
+        set_slot(left, n, end);
+        n += 1;
     }
-    page::set_count(left, n + m);
+    page::set_count(left, n);
     page::set_free_end(left, end);
-    set_insert_run(left, None);
+    if is_leaf(left) {
+        set_insert_run(left, None);
+    }
     debug_assert!(slots_end(left) <= end, "merge overflowed the page");
     true
 }
@@ -1236,7 +1256,7 @@ mod tests {
         note_leaf_insert(&mut left, 2);
         let right = leaf_with_value(keys(20..30), &val);
         let before = used(&left) + used(&right);
-        assert!(merge_leaves(&mut left, &right));
+        assert!(merge(&mut left, &right, b""));
         validate(&left).unwrap();
         assert_eq!(used(&left), before);
         assert_eq!(page::garbage(&left), 0);
@@ -1255,8 +1275,33 @@ mod tests {
         let other = leaf_with_value(keys(25..40), &val);
         assert!(used(&full) + used(&other) > MERGE_FILL_MAX);
         let copy = full.clone();
-        assert!(!merge_leaves(&mut full, &other));
+        assert!(!merge(&mut full, &other, b""));
         assert_eq!(full, copy);
+    }
+
+    /// Two branches become one: the parent's separator comes down between
+    /// them with the right one's leftmost child, so every child keeps the
+    /// keys it had.
+    #[test]
+    fn merged_branches_keep_every_child_under_its_keys() {
+        let branch = |pid: u64, leftmost: u64, cells: &[(&[u8], u64)]| {
+            let mut b = vec![0u8; PAGE_SIZE];
+            init_branch(&mut b, pid, 1, leftmost);
+            for (i, (k, c)) in cells.iter().enumerate() {
+                assert!(insert_cell(&mut b, i, &encode_branch_cell(k, *c)));
+            }
+            b
+        };
+        let mut left = branch(1, 10, &[(b"c", 11), (b"f", 12)]);
+        let right = branch(2, 20, &[(b"m", 21), (b"q", 22)]);
+        assert!(merge(&mut left, &right, b"j"));
+        validate(&left).unwrap();
+        let keys: Vec<&[u8]> = (0..page::count(&left)).map(|i| key(&left, i)).collect();
+        assert_eq!(keys, [&b"c"[..], b"f", b"j", b"m", b"q"]);
+        let children: Vec<u64> = (0..=page::count(&left)).map(|i| child(&left, i)).collect();
+        assert_eq!(children, [10, 11, 12, 20, 21, 22]);
+        assert_eq!(child_index(&left, b"k"), 3);
+        assert_eq!(child_index(&left, b"a"), 0);
     }
 
     /// A packed page is shorter than the page, passes the checksum over its

@@ -326,6 +326,32 @@ impl BufferPool {
         }
     }
 
+    /// Latches `pid` for reading if it is in the cache now; `None`, never a
+    /// load, if it is not. For a page id held without a latch on its
+    /// parent (a scan's remembered branch), which a merge may have freed
+    /// meanwhile: a freed page leaves the cache before its id is freed, and
+    /// loading its id would read a block it no longer owns.
+    pub(crate) fn fix_shared_cached<'a>(
+        &'a self,
+        pager: &'a Pager,
+        pid: u64,
+    ) -> Option<PageRead<'a>> {
+        loop {
+            let f = pager.map.frame(pid);
+            if f == NO_FRAME {
+                return None;
+            }
+            let frame = &self.frames[f as usize];
+            let g = frame.latch.read();
+            if g.state == FrameState::Page && g.pid == pid {
+                frame.touch();
+                #[cfg(loom)]
+                let g = ReadLatch::Shared(g);
+                return Some(PageRead { g });
+            }
+        }
+    }
+
     /// Latches `pid` for writing, loading it if needed.
     pub(crate) fn fix_exclusive<'a>(&'a self, pager: &'a Pager, pid: u64) -> Result<PageWrite<'a>> {
         loop {
