@@ -921,6 +921,49 @@ mod loom_tests {
         });
     }
 
+    /// A scan's cached-only lookup of page 1 (`fix_shared_cached`) races
+    /// the discard of page 1 and the freeing of its id, while another
+    /// thread loads page 2 into whichever frame is free: the lookup gets
+    /// page 1 itself or nothing, never another page's frame, and once
+    /// freed page 1 is in no frame (the lookup never loads it back).
+    #[test]
+    fn cached_lookups_race_a_page_being_freed() {
+        model("cached lookups race a page being freed", || {
+            let (pool, pager) = setup(2);
+            read(&pool, &pager, 1);
+            let (p1, g1) = (pool.clone(), pager.clone());
+            let scan = loom::thread::spawn(move || {
+                for _ in 0..2 {
+                    if let Some(r) = p1.fix_shared_cached(&g1, 1) {
+                        assert_eq!(
+                            crate::page::id(r.bytes()),
+                            1,
+                            "latched a frame holding another page"
+                        );
+                    }
+                }
+            });
+            let (p2, g2) = (pool.clone(), pager.clone());
+            let other = loom::thread::spawn(move || {
+                read(&p2, &g2, 2);
+            });
+            pool.discard(&pager, 1).unwrap();
+            pager.free_pid(1);
+            scan.join().unwrap();
+            other.join().unwrap();
+            assert_eq!(pager.map.frame(1), NO_FRAME);
+            let holding = pool
+                .frames
+                .iter()
+                .filter(|f| {
+                    let g = f.latch.read();
+                    g.state == FrameState::Page && g.pid == 1
+                })
+                .count();
+            assert_eq!(holding, 0, "a freed page is cached");
+        });
+    }
+
     /// Page 1 is dirty and referenced (bumped, then read); a writer bumps
     /// it again while the main thread brings the dirty pages down (which
     /// cleans page 1 in place when it finds it referenced and dirty) and
