@@ -622,13 +622,18 @@ impl<'a> Tree<'a> {
         if node::used(on_path.bytes()) >= node::MERGE_BELOW {
             return Ok(Merge::NotUnder);
         }
-        let sep = node::key(g.bytes(), li);
-        if !node::can_merge(lw.bytes(), rw.bytes(), sep) {
+        if !node::can_merge(lw.bytes(), rw.bytes(), node::key(g.bytes(), li)) {
             return Ok(Merge::TooFull);
         }
+        let sep = node::key(g.bytes(), li).to_vec();
+        // Both pages made dirty (or shadowed for a running checkpoint, which
+        // may fail) before either changes, so a failure leaves both as
+        // they were.
+        g.bytes_mut()?;
+        let lb = lw.bytes_mut()?;
         // Under the parent's exclusive latch, as scans expect.
         self.pager.shape_changed();
-        let merged = node::merge(lw.bytes_mut()?, rw.bytes(), sep);
+        let merged = node::merge(lb, rw.bytes(), &sep);
         debug_assert!(merged, "the fit was checked above");
         let leaf = node::is_leaf(rw.bytes());
         node::remove(g.bytes_mut()?, li);
