@@ -225,7 +225,7 @@ pub(crate) fn free_space(buf: &[u8]) -> usize {
 
 /// Bytes the live cells and their slots take: what a merge must move.
 pub(crate) fn used(buf: &[u8]) -> usize {
-    USABLE - free_space(buf)
+    USABLE.saturating_sub(free_space(buf))
 }
 
 /// A node whose live bytes fall below this share of a node (a quarter) is
