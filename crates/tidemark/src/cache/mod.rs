@@ -315,15 +315,25 @@ impl BufferPool {
                 }
                 continue;
             }
-            let frame = &self.frames[f as usize];
-            let g = frame.latch.read();
-            if g.state == FrameState::Page && g.pid == pid {
-                frame.touch();
-                #[cfg(loom)]
-                let g = ReadLatch::Shared(g);
-                return Ok(PageRead { g });
+            if let Some(r) = self.shared_if_holding(f, pid) {
+                return Ok(r);
             }
         }
+    }
+
+    /// Latches frame `f` for reading if it (still) holds `pid`: a lookup's
+    /// revalidation, since the frame may have changed pages since the page
+    /// map named it.
+    fn shared_if_holding(&self, f: u32, pid: u64) -> Option<PageRead<'_>> {
+        let frame = &self.frames[f as usize];
+        let g = frame.latch.read();
+        if g.state == FrameState::Page && g.pid == pid {
+            frame.touch();
+            #[cfg(loom)]
+            let g = ReadLatch::Shared(g);
+            return Some(PageRead { g });
+        }
+        None
     }
 
     /// Latches `pid` for reading if it is in the cache now; `None`, never a
@@ -341,13 +351,8 @@ impl BufferPool {
             if f == NO_FRAME {
                 return None;
             }
-            let frame = &self.frames[f as usize];
-            let g = frame.latch.read();
-            if g.state == FrameState::Page && g.pid == pid {
-                frame.touch();
-                #[cfg(loom)]
-                let g = ReadLatch::Shared(g);
-                return Some(PageRead { g });
+            if let Some(r) = self.shared_if_holding(f, pid) {
+                return Some(r);
             }
         }
     }
