@@ -406,32 +406,6 @@ impl Pager {
         self.shape_changes.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Counts a leaf merged into its sibling.
-    pub(crate) fn leaf_merged(&self) {
-        self.counters.leaves_merged.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts a branch merged into its sibling.
-    pub(crate) fn branch_merged(&self) {
-        self.counters
-            .branches_merged
-            .fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts a root that took its only child's content.
-    pub(crate) fn root_collapsed(&self) {
-        self.counters
-            .roots_collapsed
-            .fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts an empty leaf unlinked from its parent.
-    pub(crate) fn leaf_unlinked(&self) {
-        self.counters
-            .leaves_unlinked
-            .fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Blocks the data file has room for, preallocated ones included.
     /// Cuts the data file after its last block in use; returns its length
     /// in blocks before and after. The growth lock is held throughout, so a

@@ -530,7 +530,10 @@ impl<'a> Tree<'a> {
         drop(cw);
         self.pool.discard(self.pager, c)?;
         self.pager.free_pid(c);
-        self.pager.leaf_unlinked();
+        self.pager
+            .counters
+            .leaves_unlinked
+            .fetch_add(1, Ordering::Relaxed);
         self.after_removal(g, before, key)
     }
 
@@ -604,7 +607,10 @@ impl<'a> Tree<'a> {
             drop(cw);
             self.pool.discard(self.pager, c)?;
             self.pager.free_pid(c);
-            self.pager.root_collapsed();
+            self.pager
+                .counters
+                .roots_collapsed
+                .fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -642,9 +648,15 @@ impl<'a> Tree<'a> {
         self.pool.discard(self.pager, rp)?;
         self.pager.free_pid(rp);
         if leaf {
-            self.pager.leaf_merged();
+            self.pager
+                .counters
+                .leaves_merged
+                .fetch_add(1, Ordering::Relaxed);
         } else {
-            self.pager.branch_merged();
+            self.pager
+                .counters
+                .branches_merged
+                .fetch_add(1, Ordering::Relaxed);
         }
         Ok(Merge::Merged)
     }
