@@ -6,7 +6,9 @@
 //!    take the list of pages dirtied in epoch `n` and the map chunks changed
 //!    in it, note the log position (every record before it was applied
 //!    inside the gate, so it is in this image), install the `running`
-//!    state, reopen the gate. If nothing
+//!    state, and take the spare log segments the log's recent use no
+//!    longer asks for out of the segment list; reopen the gate, then
+//!    remove those files. If nothing
 //!    changed since the last checkpoint, stop here: the cost of an idle
 //!    checkpoint does not depend on how much is cached.
 //! 2. **Capture.** For each page dirtied in epoch `n`, its content as of the
@@ -169,7 +171,13 @@ fn take_cut(e: &Engine) -> Result<Option<Cut>> {
             })
         }
     };
+    // Idle checkpoints too: a database gone quiet after a burst gives its
+    // spare log segments back.
+    let surplus = e.wal.detach_surplus();
     e.gate.open();
+    if surplus.remove().is_err() {
+        e.wal.count_recycle_error();
+    }
     Ok(cut)
 }
 

@@ -182,9 +182,11 @@ impl Builder {
     /// starts without waiting for the interval (default 1 GiB; `None`:
     /// only the interval). It bounds the log on disk and the replay when
     /// the database opens after a crash. The segment files a checkpoint
-    /// lets go are kept for reuse, up to twice this size (or twice the
-    /// default with `None`), so a steady write load creates no new log
-    /// files.
+    /// lets go are kept for reuse, as many as twice what the log went
+    /// through between two of the last 8 checkpoints (idle ones included)
+    /// and at most twice this size (or twice the default with `None`), so
+    /// a steady write load creates no new log files, and a burst's spares
+    /// are removed 8 checkpoints after it ends.
     pub fn checkpoint_log_size(mut self, bytes: Option<u64>) -> Self {
         self.checkpoint_log_size = bytes;
         self

@@ -258,6 +258,10 @@ pub struct Stats {
     pub log_segments_created: u64,
     /// Log segment files recycled after a checkpoint.
     pub log_segments_recycled: u64,
+    /// Log segment files removed: let go by a checkpoint while enough
+    /// spares were kept, or spares beyond twice what the log went through
+    /// between two of the last 8 checkpoints.
+    pub log_segments_removed: u64,
     /// Recycling of old log segments that failed (they stay; the next
     /// checkpoint retries).
     pub log_recycle_errors: u64,
@@ -390,6 +394,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         log_sync_wait_us: log.sync_wait_ns / 1000,
         log_segments_created: log.segments_created,
         log_segments_recycled: log.segments_recycled,
+        log_segments_removed: log.segments_removed,
         log_recycle_errors: log.recycle_errors,
         log_position: log.position,
         log_synced: log.synced,
@@ -484,6 +489,7 @@ impl Stats {
             ("log_sync_wait_us", self.log_sync_wait_us),
             ("log_segments_created", self.log_segments_created),
             ("log_segments_recycled", self.log_segments_recycled),
+            ("log_segments_removed", self.log_segments_removed),
             ("log_recycle_errors", self.log_recycle_errors),
             ("log_position", self.log_position),
             ("log_synced", self.log_synced),

@@ -211,6 +211,129 @@ fn checkpoints_recycle_segments_so_the_log_stays_bounded() {
 }
 
 #[test]
+fn spare_segments_left_by_a_burst_go_once_the_database_is_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    let db = open(&fs, dir.path()).unwrap();
+    let t = db.table("t").unwrap();
+    let files = || fs.list_prefix(dir.path(), "wal-");
+    // A light load: one small commit between checkpoints, over more than
+    // the 8 checkpoints whose use sizes the spares.
+    for i in 0..10 {
+        t.put(k(i), b"light").unwrap();
+        db.checkpoint().unwrap();
+    }
+    let light = files();
+    // A burst: about 5 MB of log (some 80 segments of 64 KiB) before one
+    // checkpoint, whose segments are all kept for reuse.
+    for i in 0..5000 {
+        t.put(k(i), vec![7u8; 1000]).unwrap();
+    }
+    db.checkpoint().unwrap();
+    let after_burst = files();
+    assert!(
+        after_burst >= 70,
+        "{after_burst} segment files after the burst"
+    );
+    // Quiet again: the burst's spares stay while its checkpoint is among
+    // the last 8, then go, idle checkpoints included.
+    for round in 0..7 {
+        db.checkpoint().unwrap();
+        assert_eq!(files(), after_burst, "checkpoint {round} after the burst");
+    }
+    db.checkpoint().unwrap();
+    let s = db.stats();
+    let quiet = files();
+    assert!(quiet <= light.max(8), "{quiet} segment files; {s:?}");
+    assert!(
+        s.log_segments_removed as usize >= after_burst - quiet,
+        "{s:?}"
+    );
+    assert_eq!(s.log_recycle_errors, 0);
+    // The log goes on writing past the segments removed, and everything
+    // is there after a crash.
+    for i in 0..300 {
+        t.put(k(i), b"after").unwrap();
+    }
+    let crashed = fs.crash_image(false);
+    drop(t);
+    drop(db);
+    let db = open(&crashed, dir.path()).unwrap();
+    let got = dump(&db.open_table("t").unwrap());
+    assert_eq!(got.len(), 5000);
+    assert!(got[..300].iter().all(|(_, v)| v == b"after"));
+    assert!(got[300..].iter().all(|(_, v)| v == &vec![7u8; 1000]));
+    assert!(db.verify().unwrap().is_ok());
+}
+
+/// Spares removed by checkpoints while writers burst and pause: every
+/// acknowledged commit survives a crash, so no record went to a segment
+/// file that a checkpoint was removing.
+#[test]
+fn spares_removed_while_writers_burst_lose_no_commit() {
+    use std::sync::atomic::{AtomicBool, AtomicU32};
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    let db = open(&fs, dir.path()).unwrap();
+    db.table("t").unwrap();
+    let threads = 3u32;
+    let acked: Vec<AtomicU32> = (0..threads).map(|_| AtomicU32::new(0)).collect();
+    let done = AtomicBool::new(false);
+    let key = |th: u32, i: u32| format!("t{th}-{i:07}").into_bytes();
+    std::thread::scope(|s| {
+        let writers: Vec<_> = (0..threads)
+            .map(|th| {
+                let (db, acked, key) = (db.clone(), &acked, &key);
+                s.spawn(move || {
+                    let t = db.open_table("t").unwrap();
+                    let mut i = 0u32;
+                    for burst in 0..12u32 {
+                        // Bursts of 0.3-3 MB of log (5-50 segments), then
+                        // a pause long enough for many idle checkpoints.
+                        let n = 300 * (1 + (burst * 7 + th * 3) % 10);
+                        for _ in 0..n {
+                            t.put(key(th, i), vec![(i % 251) as u8; 1000]).unwrap();
+                            i += 1;
+                            acked[th as usize].store(i, Ordering::Release);
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(40));
+                    }
+                })
+            })
+            .collect();
+        let (db, done) = (db.clone(), &done);
+        s.spawn(move || {
+            while !done.load(Ordering::Acquire) {
+                db.checkpoint().unwrap();
+                std::thread::sleep(std::time::Duration::from_micros(500));
+            }
+        });
+        for w in writers {
+            w.join().unwrap();
+        }
+        done.store(true, Ordering::Release);
+    });
+    let s = db.stats();
+    assert!(s.log_segments_removed > 0, "no spare was removed: {s:?}");
+    assert_eq!(s.log_recycle_errors, 0);
+    let crashed = fs.crash_image(false);
+    drop(db);
+    let db = open(&crashed, dir.path()).unwrap();
+    let t = db.open_table("t").unwrap();
+    for th in 0..threads {
+        let n = acked[th as usize].load(Ordering::Acquire);
+        for i in 0..n {
+            assert_eq!(
+                t.get(key(th, i)).unwrap(),
+                Some(vec![(i % 251) as u8; 1000]),
+                "thread {th}, commit {i} of {n} lost; {s:?}"
+            );
+        }
+    }
+    assert!(db.verify().unwrap().is_ok());
+}
+
+#[test]
 fn the_log_size_starts_checkpoints_and_bounds_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let fs = SimFs::new();

@@ -257,11 +257,25 @@ impl Wal {
             .recycle(covered.min(self.group.written()), self.group.position())
             .is_err()
         {
-            self.segs
-                .counters
-                .recycle_errors
-                .fetch_add(1, Ordering::Relaxed);
+            self.count_recycle_error();
         }
+    }
+
+    /// At a checkpoint's cut, with the write gate closed: notes the log's
+    /// use since the last cut and takes the spare segments it no longer
+    /// asks for out of the list (see [`segment::Inner::detach_surplus`]); their
+    /// files go with [`segment::Surplus::remove`] once the gate is open.
+    pub(crate) fn detach_surplus(&self) -> segment::Surplus<'_> {
+        self.segs.detach_surplus(self.position())
+    }
+
+    /// Counts a failure to let old or surplus segments go (they stay; a
+    /// later checkpoint or open takes them up again).
+    pub(crate) fn count_recycle_error(&self) {
+        self.segs
+            .counters
+            .recycle_errors
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Figures for [`crate::Stats`].
@@ -277,6 +291,7 @@ impl Wal {
             sync_wait_ns: c.sync_wait_ns.load(Ordering::Relaxed),
             segments_created: self.segs.counters.created.load(Ordering::Relaxed),
             segments_recycled: self.segs.counters.recycled.load(Ordering::Relaxed),
+            segments_removed: self.segs.counters.removed.load(Ordering::Relaxed),
             recycle_errors: self.segs.counters.recycle_errors.load(Ordering::Relaxed),
             position: self.group.position(),
             synced: self.group.synced(),
@@ -294,6 +309,7 @@ pub(crate) struct LogStats {
     pub(crate) sync_wait_ns: u64,
     pub(crate) segments_created: u64,
     pub(crate) segments_recycled: u64,
+    pub(crate) segments_removed: u64,
     pub(crate) recycle_errors: u64,
     pub(crate) position: u64,
     pub(crate) synced: u64,

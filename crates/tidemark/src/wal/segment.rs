@@ -14,9 +14,11 @@
 //! segment the durable checkpoint no longer needs is renamed to the next
 //! index after the newest one (its old records carry LSNs that do not
 //! match their new position, so recovery never takes them for new ones)
-//! and reused.
+//! and reused. The spares kept follow what the log has used between
+//! recent checkpoints (see [`Usage`]): after a burst, those the load no
+//! longer needs are removed, furthest from the log first.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -33,6 +35,14 @@ const FILL_CHUNK: usize = 4096;
 /// Segments the background preparer makes ready, from the one after the
 /// segment being written.
 const AHEAD: u64 = 2;
+/// Checkpoints over which the log's use sizes the spares (see [`Usage`]).
+const WINDOW: usize = 8;
+/// Stream bytes past the position of a cut that records not admitted
+/// through [`Segments::ensure_room`] could still reach: those are the
+/// 32-byte empty records of `Wal::sync`, placed outside the write gate, at
+/// most one in flight per thread, so this covers 8,192 threads. Surplus
+/// spares are removed only beyond it and the segments prepared ahead.
+const CUT_SLACK: u64 = 256 << 10;
 
 pub(crate) fn file_name(index: u64) -> String {
     format!("wal-{index:016x}.log")
@@ -56,6 +66,24 @@ pub(crate) struct SegmentCounters {
     pub(crate) created: AtomicU64,
     pub(crate) recycled: AtomicU64,
     pub(crate) recycle_errors: AtomicU64,
+    /// Segment files removed: let go by a checkpoint when the spares were
+    /// enough, or spares the log's recent use no longer asked for.
+    pub(crate) removed: AtomicU64,
+}
+
+/// How far the log moved between recent checkpoints, which sizes the
+/// spares: twice the most segments it went through between two cuts over
+/// the last [`WINDOW`] checkpoints (idle ones included), and [`SPARES`],
+/// at most the configured limit. Until a window has been seen since open,
+/// the limit itself. A steady load keeps the spares it uses, so it still
+/// creates no segment files; a burst's spares are removed [`WINDOW`]
+/// checkpoints after it ends.
+#[derive(Default)]
+struct Usage {
+    /// Segment of the stream position at the last cut.
+    last: Option<u64>,
+    /// Segments the stream moved between consecutive cuts, newest last.
+    recent: VecDeque<u64>,
 }
 
 /// The segment files; cheap to share with the thread that prepares the
@@ -105,6 +133,8 @@ pub(crate) struct Inner {
     retired_below: AtomicU64,
     /// Most segments kept for reuse (see [`Segments::recycle`]).
     max_spares: AtomicUsize,
+    /// The log's use between recent checkpoints, which sizes the spares.
+    usage: Mutex<Usage>,
     pub(crate) counters: SegmentCounters,
 }
 
@@ -142,6 +172,7 @@ impl Segments {
                 retired_below: AtomicU64::new(0),
                 // Until the database's options size them.
                 max_spares: AtomicUsize::new(SPARES),
+                usage: Mutex::new(Usage::default()),
                 counters: SegmentCounters::default(),
             }),
             preparer: Mutex::new(None),
@@ -190,6 +221,15 @@ impl Segments {
                 Ok(h) => *self.preparer.lock() = Some(h),
                 Err(_) => self.preparing.store(0, Ordering::Release),
             }
+        }
+    }
+
+    /// Waits for the background preparer, if one is running.
+    #[cfg(test)]
+    fn join_preparer(&self) {
+        if let Some(h) = self.preparer.lock().take() {
+            // As in `drop`: the thread returns nothing to report.
+            let _ = h.join();
         }
     }
 
@@ -392,11 +432,12 @@ impl Inner {
     /// (which nothing will write again). Renames go to indices after the
     /// newest segment, so they become the next ones written. Every one is
     /// kept while the spares (segments past `head`'s) are fewer than the
-    /// configured limit (see [`Segments::keep_spares_for`]), so the spares
-    /// grow only to what the load has needed between checkpoints and a
-    /// steady load creates no segment files; past the limit they are
-    /// removed. `head` is where the log writes next: segments after its
-    /// one are the spares already there.
+    /// log's recent use asks for (see [`Usage`]), at most the configured
+    /// limit (see [`Segments::keep_spares_for`]), so the spares grow only
+    /// to what the load has needed between checkpoints and a steady load
+    /// creates no segment files; the rest are removed. `head` is where the
+    /// log writes next: segments after its one are the spares already
+    /// there.
     pub(crate) fn recycle(&self, before: u64, head: u64) -> Result<()> {
         let first_needed = before / self.size;
         let _layout = self.layout.lock();
@@ -410,7 +451,7 @@ impl Inner {
         if old.is_empty() {
             return Ok(());
         }
-        let keep = self.max_spares.load(Ordering::Relaxed).max(SPARES);
+        let keep = self.spares_wanted();
         for i in old {
             let from = self.dir.join(file_name(i));
             if spares < keep {
@@ -425,10 +466,116 @@ impl Inner {
             } else {
                 self.fs.remove(&from)?;
                 self.files.lock().remove(&i);
+                self.counters.removed.fetch_add(1, Ordering::Relaxed);
             }
             self.unsynced.lock().remove(&i);
         }
         self.fs.sync_dir(&self.dir)?;
+        Ok(())
+    }
+
+    /// Spares the log's recent use asks for (see [`Usage`]).
+    fn spares_wanted(&self) -> usize {
+        let limit = self.max_spares.load(Ordering::Relaxed).max(SPARES);
+        let usage = self.usage.lock();
+        if usage.recent.len() < WINDOW {
+            return limit;
+        }
+        let most = usage.recent.iter().copied().max().unwrap_or(0);
+        let wanted = most.saturating_mul(2).saturating_add(SPARES as u64);
+        usize::try_from(wanted)
+            .unwrap_or(usize::MAX)
+            .clamp(SPARES, limit)
+    }
+
+    /// At a checkpoint's cut, with the write gate closed (`head`, the
+    /// stream position, is then exact but for the few empty records
+    /// `Wal::sync` places outside the gate): notes how far the log moved
+    /// since the last cut, and takes the spares beyond what its recent use
+    /// asks for out of the segment list, furthest from the log first,
+    /// never within [`CUT_SLACK`] and the segments prepared ahead of
+    /// `head`. Call [`Surplus::remove`] on the result once the gate is
+    /// open again: it removes their files, holding the layout lock until
+    /// then, so that no segment of their names is created meanwhile. That
+    /// lock is only tried: it is held across file creations and directory
+    /// syncs, which must not hold the gate closed; when it is busy, or
+    /// nothing is surplus, nothing is taken out.
+    ///
+    /// Once out of the list, no writer can reach their files: a record
+    /// written past the slack must be placed after this cut, and the
+    /// write looks its segment up in the list then, finds none, and
+    /// creates one (waiting for the layout lock).
+    pub(crate) fn detach_surplus(&self, head: u64) -> Surplus<'_> {
+        let segment = head / self.size;
+        {
+            let mut usage = self.usage.lock();
+            if let Some(last) = usage.last {
+                usage.recent.push_back(segment.saturating_sub(last));
+                if usage.recent.len() > WINDOW {
+                    usage.recent.pop_front();
+                }
+            }
+            usage.last = Some(segment);
+        }
+        let keep = self.spares_wanted();
+        let none = Surplus {
+            segs: self,
+            _layout: None,
+            detached: Vec::new(),
+        };
+        if self.files.lock().range(segment + 1..).count() <= keep {
+            return none;
+        }
+        // Never waited for with the gate closed: the layout lock is held
+        // across file creations and directory syncs. Busy, the surplus
+        // waits for a later checkpoint.
+        let Some(layout) = self.layout.try_lock() else {
+            return none;
+        };
+        let mut files = self.files.lock();
+        let beyond = (head.saturating_add(CUT_SLACK) / self.size).saturating_add(AHEAD);
+        let surplus = files.range(segment + 1..).count().saturating_sub(keep);
+        let detached: Vec<u64> = files
+            .range(beyond.max(segment) + 1..)
+            .rev()
+            .take(surplus)
+            .map(|(&i, _)| i)
+            .collect();
+        for i in &detached {
+            files.remove(i);
+        }
+        drop(files);
+        Surplus {
+            segs: self,
+            _layout: Some(layout),
+            detached,
+        }
+    }
+}
+
+/// Spare segments taken out of the list by [`Inner::detach_surplus`],
+/// whose files are still to be removed.
+pub(crate) struct Surplus<'a> {
+    segs: &'a Inner,
+    _layout: Option<parking_lot::MutexGuard<'a, ()>>,
+    detached: Vec<u64>,
+}
+
+impl Surplus<'_> {
+    /// Removes the files. A failure leaves the rest in place, out of the
+    /// list: a later open takes them up as spares again, and a write that
+    /// reaches one of their indices first reopens the file there (whole,
+    /// holding stale records only).
+    pub(crate) fn remove(self) -> Result<()> {
+        if self.detached.is_empty() {
+            return Ok(());
+        }
+        let s = self.segs;
+        for &i in &self.detached {
+            s.fs.remove(&s.dir.join(file_name(i)))?;
+            s.counters.removed.fetch_add(1, Ordering::Relaxed);
+        }
+        s.fs.sync_dir(&s.dir)?;
         Ok(())
     }
 }
@@ -558,6 +705,78 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, vec![file_name(2), file_name(3)]);
+    }
+
+    #[test]
+    fn spares_follow_the_logs_recent_use_and_go_after_a_burst() {
+        const BIG: u64 = 1 << 20;
+        let d = tempfile::tempdir().unwrap();
+        let s = Segments::open(Arc::new(crate::io::OsFileSystem), d.path(), BIG).unwrap();
+        s.keep_spares_for(64 * BIG);
+        let on_disk = || {
+            std::fs::read_dir(d.path())
+                .unwrap()
+                .filter_map(|e| parse_name(&e.unwrap().file_name().into_string().unwrap()))
+                .count()
+        };
+        // Records into `n` new segments, then a checkpoint (cut, then the
+        // segments before it let go); the preparer is waited for.
+        let mut head = 0u64;
+        let mut run = |n: u64| {
+            for _ in 0..n {
+                s.write(head, b"record").unwrap();
+                head += BIG;
+            }
+            s.detach_surplus(head).remove().unwrap();
+            s.recycle(head, head).unwrap();
+            s.join_preparer();
+            head
+        };
+        // A steady 3 segments between checkpoints, for over a window: once
+        // the window is seen, no more segment files are created.
+        for _ in 0..WINDOW + 2 {
+            run(3);
+        }
+        let created = s.counters.created.load(Ordering::Relaxed);
+        for _ in 0..WINDOW {
+            run(3);
+        }
+        assert_eq!(s.counters.created.load(Ordering::Relaxed), created);
+        assert_eq!(s.counters.removed.load(Ordering::Relaxed), 0);
+        // A burst of 40 segments before one checkpoint: all kept as spares.
+        run(40);
+        let after_burst = s.indices().len();
+        assert!(after_burst >= 40, "{:?}", s.indices());
+        // The database goes quiet: the burst's spares stay while it is in
+        // the window, and go when it leaves.
+        for k in 1..WINDOW {
+            run(0);
+            assert_eq!(s.indices().len(), after_burst, "idle checkpoint {k}");
+        }
+        let head = run(0);
+        let left = s.indices();
+        let seg = head / BIG;
+        let beyond = (head + CUT_SLACK) / BIG + AHEAD;
+        // Kept: the head's segment and the spares up to the slack and the
+        // segments prepared ahead; the rest are gone, from disk too.
+        assert_eq!(left, (seg..=beyond).collect::<Vec<_>>());
+        assert_eq!(on_disk(), left.len());
+        let removed = s.counters.removed.load(Ordering::Relaxed);
+        assert_eq!(removed as usize, after_burst - left.len());
+        assert!(removed >= 30, "{removed} removed");
+        // The log writes on past them: the segments removed there are
+        // created again when it gets to them.
+        let mut head = head;
+        for _ in 0..10 {
+            s.write(head, b"record").unwrap();
+            head += BIG;
+        }
+        let mut buf = [0u8; 6];
+        s.file(head / BIG - 1)
+            .unwrap()
+            .read_exact_at(&mut buf, 0)
+            .unwrap();
+        assert_eq!(&buf, b"record");
     }
 
     #[test]
