@@ -17,6 +17,12 @@
 //! idempotent: a crash during recovery, at every write of it, then a
 //! second recovery, gives the same state as the uninterrupted recovery.
 //!
+//! A second workload leaves a burst's spare log segments behind and then
+//! checkpoints until one removes them: a crash at every write from that
+//! checkpoint on, through the `Fsync` commits after it, keeps the durable
+//! state after a power loss and every acknowledged commit after a process
+//! crash.
+//!
 //! The thread that prepares the next log segment writes concurrently with
 //! the workload, so which write the N-th is varies slightly between runs.
 
@@ -292,5 +298,138 @@ fn every_write_index_recovers_to_a_completed_checkpoint() {
     }
     eprintln!(
         "crash points: {total} write indices, {images} crash images recovered and checked, {recovery_crashes} crashes during recovery, {longer} power losses during a log fsync that kept a longer prefix"
+    );
+}
+
+/// What a run of [`spares_workload`] saw.
+struct SparesRun {
+    /// The model after the last acknowledged commit.
+    acked: Model,
+    /// The model a power loss must keep: after the last completed
+    /// checkpoint or acknowledged `Fsync` commit.
+    durable: Model,
+    /// The model had the commit in flight when the disk stopped succeeded.
+    attempt: Option<Model>,
+    /// Writes before the checkpoint that removes the burst's spares.
+    trim_start: u64,
+    /// Segment files removed when the run ended.
+    removed: u64,
+}
+
+/// A burst of log (some 20 segments of 64 KiB) kept as spares, 7 idle
+/// checkpoints, then the checkpoint that removes the spares, then `Fsync`
+/// commits and a last checkpoint. Stops at the first error.
+fn spares_workload(fs: &SimFs, dir: &std::path::Path) -> SparesRun {
+    let mut run = SparesRun {
+        acked: Model::new(),
+        durable: Model::new(),
+        attempt: None,
+        trim_start: u64::MAX,
+        removed: 0,
+    };
+    let Ok(db) = common::small_builder()
+        .statistics_log(None)
+        .file_system(Arc::new(fs.clone()))
+        .open(dir)
+    else {
+        return run;
+    };
+    let Ok(t) = db.table("t") else { return run };
+    let key = |i: u32| format!("k{i:05}").into_bytes();
+    let put = |run: &mut SparesRun, k: Vec<u8>, v: Vec<u8>, d: tidemark::Durability| {
+        let mut next = run.acked.clone();
+        next.insert(k.clone(), v.clone());
+        if t.put_with(k, v, d).is_err() {
+            run.attempt = Some(next);
+            return false;
+        }
+        run.acked = next;
+        if d == tidemark::Durability::Fsync {
+            run.durable = run.acked.clone();
+        }
+        true
+    };
+    let checkpoint = |run: &mut SparesRun| {
+        if db.checkpoint().is_err() {
+            return false;
+        }
+        run.durable = run.acked.clone();
+        true
+    };
+    for i in 0..10 {
+        if !put(
+            &mut run,
+            key(i),
+            b"light".to_vec(),
+            tidemark::Durability::Write,
+        ) || !checkpoint(&mut run)
+        {
+            return run;
+        }
+    }
+    for i in 0..1300 {
+        if !put(
+            &mut run,
+            key(i),
+            vec![(i % 251) as u8; 1000],
+            tidemark::Durability::Write,
+        ) {
+            return run;
+        }
+    }
+    for _ in 0..8 {
+        if !checkpoint(&mut run) {
+            return run;
+        }
+    }
+    run.trim_start = fs.control.writes.load(Ordering::SeqCst);
+    if !checkpoint(&mut run) {
+        return run;
+    }
+    run.removed = db.stats().log_segments_removed;
+    for i in 0..25 {
+        let v = format!("after{i}").into_bytes();
+        if !put(&mut run, key(i * 50), v, tidemark::Durability::Fsync) {
+            return run;
+        }
+    }
+    checkpoint(&mut run);
+    run
+}
+
+#[test]
+fn every_crash_point_while_a_checkpoint_removes_spare_segments_keeps_every_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    let run = spares_workload(&fs, dir.path());
+    assert!(run.removed >= 10, "{} spares removed", run.removed);
+    let total = fs.control.writes.load(Ordering::SeqCst);
+    let mut images = 0;
+    for n in run.trim_start..total {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = SimFs::new();
+        fs.control.limit.store(n, Ordering::SeqCst);
+        let run = spares_workload(&fs, dir.path());
+        let power = state(&fs.crash_image(true), dir.path());
+        assert!(
+            power == run.durable || run.attempt.as_ref() == Some(&power),
+            "power loss at write {n}: {} keys, the durable state has {}",
+            power.len(),
+            run.durable.len()
+        );
+        let process = state(&fs.crash_image(false), dir.path());
+        assert!(
+            process == run.acked || run.attempt.as_ref() == Some(&process),
+            "process crash at write {n}: {} keys, acknowledged commits give {}",
+            process.len(),
+            run.acked.len()
+        );
+        images += 2;
+    }
+    assert!(images >= 40, "{images} images");
+    eprintln!(
+        "spares crash points: {} write indices from the trimming checkpoint on, {images} images, {} spares removed",
+        total - run.trim_start,
+        run.removed
     );
 }
