@@ -779,6 +779,94 @@ mod tests {
         assert_eq!(&buf, b"record");
     }
 
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Records into this many new segments.
+        Write(u64),
+        /// This many checkpoints in a row: a cut, then the segments before
+        /// it let go.
+        Checkpoints(usize),
+        /// Closed and opened again (the window starts over).
+        Reopen,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            3 => (0u64..=24).prop_map(Op::Write),
+            4 => (1usize..=2 * WINDOW).prop_map(Op::Checkpoints),
+            1 => Just(Op::Reopen),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+        /// Whatever the order of bursts, checkpoints and reopens: every
+        /// segment holding records no checkpoint covers yet is there with
+        /// its records, no file is on disk that the list does not name,
+        /// the spares stay within their limit, and after a window of idle
+        /// checkpoints only the slack past the log is left.
+        #[test]
+        fn segments_holding_records_are_never_removed(ops in proptest::collection::vec(op(), 1..40)) {
+            let d = tempfile::tempdir().unwrap();
+            let limit = 16;
+            let open = || {
+                let s = open(d.path());
+                s.keep_spares_for(limit * SIZE);
+                s
+            };
+            let mut s = open();
+            let (mut head, mut covered) = (0u64, 0u64);
+            let (mut cuts_since_open, mut idle_cuts, mut wrote) = (0usize, 0usize, false);
+            for op in ops {
+                match op {
+                    Op::Write(n) => {
+                        for _ in 0..n {
+                            s.write(head, &head.to_le_bytes()).unwrap();
+                            head += SIZE;
+                        }
+                        wrote |= n > 0;
+                    }
+                    Op::Checkpoints(k) => {
+                        for _ in 0..k {
+                            s.detach_surplus(head).remove().unwrap();
+                            s.recycle(head, head).unwrap();
+                            covered = head;
+                            cuts_since_open += 1;
+                            idle_cuts = if wrote { 0 } else { idle_cuts + 1 };
+                            wrote = false;
+                        }
+                    }
+                    Op::Reopen => {
+                        drop(s);
+                        s = open();
+                        cuts_since_open = 0;
+                    }
+                }
+                s.join_preparer();
+                let listed = s.indices();
+                for i in covered / SIZE..head / SIZE {
+                    let mut buf = [0u8; 8];
+                    s.file(i).unwrap().read_exact_at(&mut buf, 0).unwrap();
+                    proptest::prop_assert_eq!(u64::from_le_bytes(buf), i * SIZE, "segment {}", i);
+                }
+                let mut on_disk: Vec<u64> = std::fs::read_dir(d.path())
+                    .unwrap()
+                    .filter_map(|e| parse_name(&e.unwrap().file_name().into_string().unwrap()))
+                    .collect();
+                on_disk.sort_unstable();
+                proptest::prop_assert_eq!(&on_disk, &listed);
+                let spares = listed.iter().filter(|&&i| i > head / SIZE).count();
+                proptest::prop_assert!(spares <= spares_for(limit * SIZE, SIZE) + AHEAD as usize, "{} spares", spares);
+                if cuts_since_open > WINDOW && idle_cuts >= WINDOW {
+                    let slack = ((CUT_SLACK / SIZE) + AHEAD) as usize;
+                    proptest::prop_assert!(spares <= slack, "{} spares after {} idle checkpoints: {:?}", spares, idle_cuts, listed);
+                }
+            }
+        }
+    }
+
     #[test]
     fn dropping_the_segments_waits_for_the_preparer() {
         let d = tempfile::tempdir().unwrap();
