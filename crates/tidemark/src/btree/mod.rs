@@ -449,13 +449,10 @@ impl<'a> Tree<'a> {
                 if page::count(w.bytes()) == 0 && !root {
                     drop(w);
                     self.unlink_empty_leaf(key)?;
-                } else if !root
-                    && used_before >= node::MERGE_BELOW
-                    && node::used(w.bytes()) < node::MERGE_BELOW
-                {
-                    // Once per fall below the mark, not on every delete
+                } else if !root && node::crossed_merge_mark(used_before, node::used(w.bytes())) {
+                    // Once per fall below a mark, not on every delete
                     // under it: a leaf draining from one end (a queue)
-                    // beside a full sibling tries once, then empties.
+                    // beside a full sibling tries twice, then empties.
                     drop(w);
                     self.merge_underfull(key, 0)?;
                 }
@@ -572,7 +569,7 @@ impl<'a> Tree<'a> {
     }
 
     /// After a child left branch `g` (whose used bytes were `before`):
-    /// merges `g` with a sibling if that took it under the mark, and makes
+    /// merges `g` with a sibling if that took it under a mark, and makes
     /// a root left with one child take its content.
     fn after_removal(&self, g: PageWrite<'a>, before: usize, key: &[u8]) -> Result<()> {
         if g.pid() == self.root {
@@ -583,7 +580,7 @@ impl<'a> Tree<'a> {
             };
         }
         let level = page::level(g.bytes());
-        if before >= node::MERGE_BELOW && node::used(g.bytes()) < node::MERGE_BELOW {
+        if node::crossed_merge_mark(before, node::used(g.bytes())) {
             drop(g);
             self.merge_underfull(key, level)?;
         }

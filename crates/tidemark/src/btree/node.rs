@@ -231,6 +231,21 @@ pub(crate) fn used(buf: &[u8]) -> usize {
 /// A node whose live bytes fall below this share of a node (a quarter) is
 /// merged with a sibling if the two fit in [`MERGE_FILL_MAX`].
 pub(crate) const MERGE_BELOW: usize = USABLE / 4;
+/// A second mark, an eighth: a node that crossed [`MERGE_BELOW`] while its
+/// siblings were too full to take it tries again here.
+pub(crate) const MERGE_AGAIN_BELOW: usize = USABLE / 8;
+
+/// Whether a removal that took a node from `before` to `after` live bytes
+/// crossed a mark at which it tries to merge ([`MERGE_BELOW`], then
+/// [`MERGE_AGAIN_BELOW`]): once per mark, not on every removal under it,
+/// so a node draining from one end (a queue) beside full siblings tries
+/// twice, then empties.
+pub(crate) fn crossed_merge_mark(before: usize, after: usize) -> bool {
+    [MERGE_BELOW, MERGE_AGAIN_BELOW]
+        .iter()
+        .any(|&mark| before >= mark && after < mark)
+}
+
 /// The most a merged node may hold: three quarters of a node, so that it
 /// takes a quarter's worth of inserts before it splits again (a merge into
 /// a full leaf would make every insert after a delete split it anew).
@@ -1244,6 +1259,19 @@ mod tests {
     /// Two sparse leaves become one holding every key of both in order,
     /// dead cells left behind; a pair over three quarters of a page is
     /// refused and neither leaf changes.
+    #[test]
+    fn a_merge_is_tried_once_per_mark_crossed() {
+        let (q, e) = (MERGE_BELOW, MERGE_AGAIN_BELOW);
+        assert!(crossed_merge_mark(q, q - 1));
+        assert!(crossed_merge_mark(q + 100, e));
+        assert!(crossed_merge_mark(e, e - 1));
+        assert!(crossed_merge_mark(USABLE, 0));
+        // Removals between the marks, or under both, try nothing.
+        assert!(!crossed_merge_mark(q - 1, e));
+        assert!(!crossed_merge_mark(e - 1, 0));
+        assert!(!crossed_merge_mark(USABLE, q));
+    }
+
     #[test]
     fn merge_takes_the_right_leafs_cells_when_both_fit() {
         let val = [5u8; 300];
