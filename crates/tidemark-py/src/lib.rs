@@ -10,7 +10,7 @@
 //! Python threads reach the engine concurrently and its group commit and
 //! key stripes decide how they scale, not the interpreter lock. Errors are
 //! raised as the classes of `tidemark.errors`, chosen by the engine's typed
-//! error (see [`class_of`]).
+//! error (see `class_of`).
 
 use std::ops::Bound as Edge;
 use std::path::PathBuf;

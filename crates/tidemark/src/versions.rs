@@ -604,14 +604,14 @@ impl Versions {
         all.into_iter().collect()
     }
 
-    /// Invalidates the oldest snapshots until the kept versions fit the
-    /// budget again. Never waits for a reader.
+    /// [`Versions::enforce`] against the whole budget.
     #[cfg(all(test, not(loom)))]
     fn enforce_budget(&self) {
         self.enforce(self.budget)
     }
 
-    /// [`Versions::enforce_budget`] against `limit` bytes.
+    /// Invalidates the oldest snapshots until the kept versions fit in
+    /// `limit` bytes again. Never waits for a reader.
     fn enforce(&self, limit: u64) {
         while self.bytes.load(Ordering::Relaxed) > limit {
             let mut r = self.reg.lock();

@@ -177,7 +177,7 @@ pub fn open(name: &str, dir: &Path, cfg: &Config) -> BoxResult<Box<dyn Engine>> 
 }
 
 /// Figures of this process read from /proc: the peak resident set since
-/// the last [`reset_peak_rss`], and bytes this process caused to be written
+/// the last [`proc_stats::reset_peak_rss`], and bytes this process caused to be written
 /// to storage.
 pub mod proc_stats {
     fn status_kb(field: &str) -> u64 {

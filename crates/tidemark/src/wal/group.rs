@@ -161,7 +161,7 @@ pub(crate) struct GroupLog {
     pub(crate) counters: GroupCounters,
 }
 
-/// Space reserved in the active slot; fill it with [`Reservation::bytes`]
+/// Space reserved in the active slot; fill it with [`GroupLog::with_bytes`]
 /// and hand it back with [`GroupLog::release`].
 pub(crate) struct Reservation {
     slot: usize,

@@ -131,7 +131,7 @@ pub(crate) struct Inner {
     /// would rename a new file into place behind the log, a spare that
     /// nothing ever writes.
     retired_below: AtomicU64,
-    /// Most segments kept for reuse (see [`Segments::recycle`]).
+    /// Most segments kept for reuse (see [`Inner::recycle`]).
     max_spares: AtomicUsize,
     /// The log's use between recent checkpoints, which sizes the spares.
     usage: Mutex<Usage>,
