@@ -531,8 +531,10 @@ impl Inner {
         // idle checkpoint's cost does not grow with the spares a large
         // log keeps (counting them took 0.5 to 1.2 us at 64 MB to 4 GB of
         // cache in `tidemark-bench checkpoint`).
-        let newest = self.files.lock().keys().next_back().copied();
-        if newest.map_or(0, |n| n.saturating_sub(segment)) <= keep as u64 {
+        // Nothing at or below `beyond` is ever taken out.
+        let beyond = (head.saturating_add(CUT_SLACK) / self.size).saturating_add(AHEAD);
+        let newest = self.files.lock().keys().next_back().copied().unwrap_or(0);
+        if newest.saturating_sub(segment) <= keep as u64 || newest <= beyond {
             return none;
         }
         // Never waited for with the gate closed: the layout lock is held
@@ -542,7 +544,6 @@ impl Inner {
             return none;
         };
         let mut files = self.files.lock();
-        let beyond = (head.saturating_add(CUT_SLACK) / self.size).saturating_add(AHEAD);
         let surplus = files.range(segment + 1..).count().saturating_sub(keep);
         let detached: Vec<u64> = files
             .range(beyond.max(segment) + 1..)
