@@ -1009,6 +1009,12 @@ impl Database {
     /// free blocks by checkpoints (four in all; commits wait while pages are
     /// marked to move), then the file is cut after its last block in use.
     /// Overflow pages (values over a page) are not moved.
+    ///
+    /// A crash at any moment of it leaves the last completed checkpoint and
+    /// every acknowledged commit, as at any other time. An I/O error in any
+    /// of its checkpoints, or in the cut or the sync after it, stops writes
+    /// ([`Error::WritesStopped`](crate::Error::WritesStopped) from then on,
+    /// reads go on), as a failed checkpoint does.
     pub fn compact(&self) -> Result<crate::CompactInfo> {
         crate::backup::compact(self.engine())
     }

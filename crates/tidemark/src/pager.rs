@@ -406,11 +406,15 @@ impl Pager {
         self.shape_changes.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Blocks the data file has room for, preallocated ones included.
     /// Cuts the data file after its last block in use; returns its length
     /// in blocks before and after. The growth lock is held throughout, so a
     /// block handed out meanwhile waits in `ensure_room` and is written
     /// only after the cut, into room made for it again.
+    ///
+    /// A failed cut or sync of the cut stops writes, as a failed write-back
+    /// does: the `fdatasync` that failed also covered data pages evicted
+    /// since the last checkpoint, which the kernel may have dropped, and a
+    /// later sync could succeed over them.
     pub(crate) fn shrink_to_used(&self) -> Result<(u64, u64)> {
         let _g = self.grow.lock();
         let before = self.file_blocks.load(Ordering::Acquire);
@@ -418,26 +422,28 @@ impl Pager {
         // waits for this lock: a block handed out after `shrink` (which may
         // lie past the cut) is not written before room is made for it.
         self.file_blocks.store(0, Ordering::Release);
-        let after = self.alloc.shrink();
-        let cut = (|| {
-            if after < before {
-                self.file.set_len(after * PAGE_SIZE as u64)?;
-                self.file.sync_data()?;
+        let after = self.alloc.shrink().min(before);
+        let mut len = before;
+        let mut cut = Ok(());
+        if after < before {
+            cut = self.file.set_len(after * PAGE_SIZE as u64);
+            if cut.is_ok() {
+                // The file is this long now, whether or not the sync holds.
+                len = after;
+                cut = self.file.sync_data();
             }
-            Ok::<_, Error>(())
-        })();
-        let len = if cut.is_ok() {
-            after.min(before)
-        } else {
-            before
-        };
+        }
         self.file_blocks.store(len, Ordering::Release);
         self.populated.fetch_min(len, Ordering::AcqRel);
         self.review_os_cache();
-        cut?;
-        Ok((before, after.min(before)))
+        if let Err(err) = cut {
+            self.stop_writes(&format!("cutting the data file failed: {err}"));
+            return Err(err.into());
+        }
+        Ok((before, after))
     }
 
+    /// Blocks the data file has room for, preallocated ones included.
     pub(crate) fn file_blocks(&self) -> u64 {
         self.file_blocks.load(Ordering::Acquire)
     }

@@ -23,6 +23,12 @@
 //! state after a power loss and every acknowledged commit after a process
 //! crash.
 //!
+//! A third compacts a table that deletes left mostly empty: a crash at
+//! every write from the compaction on (its checkpoints, the cut of the
+//! data file, the `Fsync` commits after it) keeps the durable state after
+//! a power loss, whole or in part, and every acknowledged commit after a
+//! process crash.
+//!
 //! The thread that prepares the next log segment writes concurrently with
 //! the workload, so which write the N-th is varies slightly between runs.
 
@@ -431,5 +437,170 @@ fn every_crash_point_while_a_checkpoint_removes_spare_segments_keeps_every_commi
         "spares crash points: {} write indices from the trimming checkpoint on, {images} images, {} spares removed",
         total - run.trim_start,
         run.removed
+    );
+}
+
+/// What a run of [`compact_workload`] saw.
+struct CompactRun {
+    /// The model after the last acknowledged commit.
+    acked: Model,
+    /// The model a power loss must keep: after the last completed
+    /// checkpoint or acknowledged `Fsync` commit.
+    durable: Model,
+    /// The model had the commit in flight when the disk stopped succeeded.
+    attempt: Option<Model>,
+    /// Writes before the compaction began.
+    compact_start: u64,
+    /// What the compaction reported, if it completed.
+    info: Option<tidemark::CompactInfo>,
+}
+
+/// A table of about 1.8 MB, nine keys in ten deleted (leaves merge and
+/// unlink, and the survivors' pages lie all over the file), then a
+/// compaction, then `Fsync` commits and a checkpoint. Stops at the first
+/// error.
+fn compact_workload(fs: &SimFs, dir: &std::path::Path) -> CompactRun {
+    let mut run = CompactRun {
+        acked: Model::new(),
+        durable: Model::new(),
+        attempt: None,
+        compact_start: u64::MAX,
+        info: None,
+    };
+    // No eviction worker (application threads evict), so the writes come
+    // in the same order in every run.
+    let Ok(db) = common::small_builder()
+        .eviction_threads(0)
+        .statistics_log(None)
+        .file_system(Arc::new(fs.clone()))
+        .open(dir)
+    else {
+        return run;
+    };
+    let Ok(t) = db.table("t") else { return run };
+    let key = |i: u32| format!("k{:05}", (i * 7919) % 2000).into_bytes();
+    let commit = |run: &mut CompactRun, batch: &tidemark::WriteBatch, next: Model| {
+        if db.write(batch).is_err() {
+            run.attempt = Some(next);
+            return false;
+        }
+        run.acked = next;
+        true
+    };
+    for b in 0..40u32 {
+        let mut next = run.acked.clone();
+        let mut batch = tidemark::WriteBatch::new();
+        for i in b * 50..b * 50 + 50 {
+            let v = vec![(i % 251) as u8; 900];
+            next.insert(key(i), v.clone());
+            batch.put("t", key(i), v);
+        }
+        if !commit(&mut run, &batch, next) {
+            return run;
+        }
+    }
+    if db.checkpoint().is_err() {
+        return run;
+    }
+    run.durable = run.acked.clone();
+    for b in 0..20u32 {
+        let mut next = run.acked.clone();
+        let mut batch = tidemark::WriteBatch::new();
+        for i in (b * 100..b * 100 + 100).filter(|i| i % 10 != 3) {
+            next.remove(&key(i));
+            batch.delete("t", key(i));
+        }
+        if !commit(&mut run, &batch, next) {
+            return run;
+        }
+    }
+    if db.checkpoint().is_err() {
+        return run;
+    }
+    run.durable = run.acked.clone();
+    run.compact_start = fs.control.writes.load(Ordering::SeqCst);
+    match db.compact() {
+        Ok(info) => run.info = Some(info),
+        Err(_) => return run,
+    }
+    for i in 0..10u32 {
+        let mut next = run.acked.clone();
+        let v = format!("after{i}").into_bytes();
+        next.insert(key(i * 3), v.clone());
+        if t.put_with(key(i * 3), v, tidemark::Durability::Fsync)
+            .is_err()
+        {
+            run.attempt = Some(next);
+            return run;
+        }
+        run.acked = next;
+        run.durable = run.acked.clone();
+    }
+    if db.checkpoint().is_ok() {
+        run.durable = run.acked.clone();
+    }
+    run
+}
+
+#[test]
+fn every_crash_point_of_a_compaction_keeps_every_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    let run = compact_workload(&fs, dir.path());
+    let info = run.info.expect("the uninterrupted compaction completes");
+    assert!(
+        info.size_after * 2 < info.size_before,
+        "compaction from {} to {} bytes: the workload leaves too little free",
+        info.size_before,
+        info.size_after
+    );
+    assert_eq!(state(&fs.crash_image(true), dir.path()), run.acked);
+    let total = fs.control.writes.load(Ordering::SeqCst);
+    let mut images = 0;
+    for n in run.compact_start..total {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = SimFs::new();
+        fs.control.limit.store(n, Ordering::SeqCst);
+        let run = compact_workload(&fs, dir.path());
+        let allowed = |m: &Model| m == &run.durable || run.attempt.as_ref() == Some(m);
+        let power = state(&fs.crash_image(true), dir.path());
+        assert!(
+            allowed(&power),
+            "power loss at write {n}: {} keys, the durable state has {}",
+            power.len(),
+            run.durable.len()
+        );
+        let process = state(&fs.crash_image(false), dir.path());
+        assert!(
+            process == run.acked || run.attempt.as_ref() == Some(&process),
+            "process crash at write {n}: {} keys, acknowledged commits give {}",
+            process.len(),
+            run.acked.len()
+        );
+        images += 2;
+        // No commit runs during the compaction, so a power loss that keeps
+        // any part of the unsynced writes must give the durable state too.
+        for kind in [
+            Image::Subset(n),
+            Image::TornLast(true, n),
+            Image::TornLast(false, n),
+            Image::Reordered(n),
+        ] {
+            let got = state(&fs.crash_image_with(kind), dir.path());
+            assert!(
+                allowed(&got),
+                "{kind:?} at write {n}: {} keys, the durable state has {}",
+                got.len(),
+                run.durable.len()
+            );
+            images += 1;
+        }
+    }
+    assert!(images >= 60, "{images} images");
+    eprintln!(
+        "compaction crash points: {} write indices from the compaction on, {images} images, data file {} -> {} bytes",
+        total - run.compact_start,
+        info.size_before,
+        info.size_after
     );
 }

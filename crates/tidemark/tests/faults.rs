@@ -35,6 +35,8 @@ enum Step {
     Create(&'static str),
     Drop(&'static str),
     Checkpoint,
+    /// Checkpoints, moves pages down and cuts the data file.
+    Compact,
 }
 
 fn key(i: u32) -> Vec<u8> {
@@ -58,6 +60,9 @@ fn steps() -> Vec<Step> {
         });
         match i {
             11 | 27 => v.push(Step::Checkpoint),
+            // After deletes and a dropped table: blocks to move and a
+            // tail to cut.
+            31 => v.push(Step::Compact),
             19 => {
                 v.push(Step::Drop("b"));
                 v.push(Step::Create("b"));
@@ -68,7 +73,7 @@ fn steps() -> Vec<Step> {
     v
 }
 
-/// The state after a commit step; `None` for a checkpoint.
+/// The state after a commit step; `None` for a checkpoint or a compaction.
 fn apply(s: &State, step: &Step) -> Option<State> {
     let mut s = s.clone();
     match *step {
@@ -85,7 +90,7 @@ fn apply(s: &State, step: &Step) -> Option<State> {
         }
         Step::Create(_) => {}
         Step::Drop(t) => s.retain(|(tt, _), _| tt != t),
-        Step::Checkpoint => return None,
+        Step::Checkpoint | Step::Compact => return None,
     }
     Some(s)
 }
@@ -105,6 +110,7 @@ fn run_step(db: &Database, step: &Step) -> tidemark::Result<()> {
         Step::Create(t) => db.create_table(t).map(|_| ()),
         Step::Drop(t) => db.drop_table(t),
         Step::Checkpoint => db.checkpoint().map(|_| ()),
+        Step::Compact => db.compact().map(|_| ()),
     }
 }
 
@@ -253,7 +259,14 @@ fn every_write_and_sync_fault_keeps_the_log_rules() {
     {
         let db = open(&probe, Path::new("/db")).unwrap();
         for step in steps() {
-            run_step(&db, &step).unwrap();
+            if let Step::Compact = step {
+                // The compaction must cut the file, so that the cut and its
+                // sync are among the faulted operations.
+                let info = db.compact().unwrap();
+                assert!(info.size_after < info.size_before, "{info:?}");
+            } else {
+                run_step(&db, &step).unwrap();
+            }
         }
         // The workload must cross segments and recycle them, so that
         // segment creation and renames are among the faulted writes.
