@@ -32,6 +32,11 @@ fn fill(t: &tidemark::Table, bytes: usize) -> tidemark::Result<u64> {
     Ok(n)
 }
 
+/// Idle checkpoints timed at each cache size. One takes a fraction of a
+/// microsecond, so the median of a few moved by a tenth of a microsecond
+/// with whatever else ran (the kernel writing back the fill): 99 of them.
+const IDLE_REPS: usize = 99;
+
 /// Median duration (µs) of `reps` checkpoints with nothing dirty.
 fn idle_checkpoint_us(
     cache_mb: usize,
@@ -193,7 +198,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         if !a.json {
             eprintln!("checkpoint: filling a {mb} MB cache");
         }
-        let (us, cached) = idle_checkpoint_us(mb, &a.dir, 9)?;
+        let (us, cached) = idle_checkpoint_us(mb, &a.dir, IDLE_REPS)?;
         rows.push(json!({"cache_mb": mb, "cached_mb": cached as f64 / 1048576.0, "idle_checkpoint_us": us}));
     }
     if !a.json {
