@@ -202,12 +202,43 @@ fn recovery_writes(fs: &SimFs, dir: &std::path::Path) -> u64 {
     probe.control.writes.load(Ordering::SeqCst) - before
 }
 
+/// Runs `workload` on a fresh file system whose disk stops accepting
+/// writes after the `n`-th (`u64::MAX`: never); returns the directory,
+/// the file system and what the run saw.
+fn run_until_write<R>(
+    n: u64,
+    workload: impl Fn(&SimFs, &std::path::Path) -> R,
+) -> (tempfile::TempDir, SimFs, R) {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    fs.control.limit.store(n, Ordering::SeqCst);
+    let run = workload(&fs, dir.path());
+    (dir, fs, run)
+}
+
+/// After a process crash at write `n` (the OS kept every completed
+/// write), reopening gives every acknowledged commit, and at most the
+/// one in flight besides.
+fn assert_process_crash_keeps_acked(
+    n: u64,
+    fs: &SimFs,
+    dir: &std::path::Path,
+    acked: &Model,
+    attempt: Option<&Model>,
+) {
+    let got = state(&fs.crash_image(false), dir);
+    assert!(
+        &got == acked || attempt == Some(&got),
+        "process crash at write {n}: {} keys, acknowledged commits give {}",
+        got.len(),
+        acked.len()
+    );
+}
+
 #[test]
 fn every_write_index_recovers_to_a_completed_checkpoint() {
     // Count the writes of an uninterrupted run.
-    let dir = tempfile::tempdir().unwrap();
-    let fs = SimFs::new();
-    let run = workload(&fs, dir.path());
+    let (_dir, fs, run) = run_until_write(u64::MAX, workload);
     assert_eq!(run.done.len(), 4);
     let total = fs.control.writes.load(Ordering::SeqCst);
     assert!(
@@ -224,10 +255,7 @@ fn every_write_index_recovers_to_a_completed_checkpoint() {
     };
     let (mut images, mut recovery_crashes, mut longer) = (0u64, 0u64, 0u64);
     for n in 0..total {
-        let dir = tempfile::tempdir().unwrap();
-        let fs = SimFs::new();
-        fs.control.limit.store(n, Ordering::SeqCst);
-        let run = workload(&fs, dir.path());
+        let (dir, fs, run) = run_until_write(n, workload);
         let durable = &run.states[run.durable];
 
         // Power loss: the durable state, the commit in flight, or (when a
@@ -246,16 +274,7 @@ fn every_write_index_recovers_to_a_completed_checkpoint() {
             longer += 1;
         }
 
-        // Process crash: the OS kept every completed write, so every
-        // acknowledged commit is there; the one in flight may be too.
-        let got = state(&fs.crash_image(false), dir.path());
-        let ok = got == run.acked || run.attempt.as_ref().is_some_and(|a| &got == a);
-        assert!(
-            ok,
-            "process crash at write {n}: {} keys, acknowledged commits give {}",
-            got.len(),
-            run.acked.len()
-        );
+        assert_process_crash_keeps_acked(n, &fs, dir.path(), &run.acked, run.attempt.as_ref());
         images += 2;
         if n % every != 0 {
             continue;
@@ -405,17 +424,12 @@ fn spares_workload(fs: &SimFs, dir: &std::path::Path) -> SparesRun {
 
 #[test]
 fn every_crash_point_while_a_checkpoint_removes_spare_segments_keeps_every_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let fs = SimFs::new();
-    let run = spares_workload(&fs, dir.path());
+    let (_dir, fs, run) = run_until_write(u64::MAX, spares_workload);
     assert!(run.removed >= 10, "{} spares removed", run.removed);
     let total = fs.control.writes.load(Ordering::SeqCst);
     let mut images = 0;
     for n in run.trim_start..total {
-        let dir = tempfile::tempdir().unwrap();
-        let fs = SimFs::new();
-        fs.control.limit.store(n, Ordering::SeqCst);
-        let run = spares_workload(&fs, dir.path());
+        let (dir, fs, run) = run_until_write(n, spares_workload);
         let power = state(&fs.crash_image(true), dir.path());
         assert!(
             power == run.durable || run.attempt.as_ref() == Some(&power),
@@ -423,13 +437,7 @@ fn every_crash_point_while_a_checkpoint_removes_spare_segments_keeps_every_commi
             power.len(),
             run.durable.len()
         );
-        let process = state(&fs.crash_image(false), dir.path());
-        assert!(
-            process == run.acked || run.attempt.as_ref() == Some(&process),
-            "process crash at write {n}: {} keys, acknowledged commits give {}",
-            process.len(),
-            run.acked.len()
-        );
+        assert_process_crash_keeps_acked(n, &fs, dir.path(), &run.acked, run.attempt.as_ref());
         images += 2;
     }
     assert!(images >= 40, "{images} images");
@@ -549,9 +557,7 @@ fn compact_workload(fs: &SimFs, dir: &std::path::Path) -> CompactRun {
 
 #[test]
 fn every_crash_point_of_a_compaction_keeps_every_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let fs = SimFs::new();
-    let run = compact_workload(&fs, dir.path());
+    let (dir, fs, run) = run_until_write(u64::MAX, compact_workload);
     let info = run.info.expect("the uninterrupted compaction completes");
     assert!(
         info.size_after * 2 < info.size_before,
@@ -563,10 +569,7 @@ fn every_crash_point_of_a_compaction_keeps_every_commit() {
     let total = fs.control.writes.load(Ordering::SeqCst);
     let mut images = 0;
     for n in run.compact_start..total {
-        let dir = tempfile::tempdir().unwrap();
-        let fs = SimFs::new();
-        fs.control.limit.store(n, Ordering::SeqCst);
-        let run = compact_workload(&fs, dir.path());
+        let (dir, fs, run) = run_until_write(n, compact_workload);
         // A prefix of the commit order no shorter than the durable one
         // (unsynced log writes a crash kept, which only images of the
         // commits before the compaction can hold), or the one in flight.
@@ -580,13 +583,7 @@ fn every_crash_point_of_a_compaction_keeps_every_commit() {
             power.len(),
             durable.len()
         );
-        let process = state(&fs.crash_image(false), dir.path());
-        assert!(
-            process == run.acked || run.attempt.as_ref() == Some(&process),
-            "process crash at write {n}: {} keys, acknowledged commits give {}",
-            process.len(),
-            run.acked.len()
-        );
+        assert_process_crash_keeps_acked(n, &fs, dir.path(), &run.acked, run.attempt.as_ref());
         images += 2;
         for kind in [
             Image::Subset(n),
