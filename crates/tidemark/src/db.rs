@@ -1013,8 +1013,8 @@ impl Database {
     /// A crash at any moment of it leaves the last completed checkpoint and
     /// every acknowledged commit, as at any other time. An I/O error in any
     /// of its checkpoints, or in the cut or the sync after it, stops writes
-    /// ([`Error::WritesStopped`] from then on,
-    /// reads go on), as a failed checkpoint does.
+    /// ([`Error::WritesStopped`] from then on, reads go on), as a failed
+    /// checkpoint does.
     pub fn compact(&self) -> Result<crate::CompactInfo> {
         crate::backup::compact(self.engine())
     }
