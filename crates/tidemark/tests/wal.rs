@@ -289,14 +289,20 @@ fn spares_removed_while_writers_burst_lose_no_commit() {
                     let mut i = 0u32;
                     for burst in 0..12u32 {
                         // Bursts of 0.3-3 MB of log (5-50 segments), then
-                        // a pause long enough for many idle checkpoints.
+                        // a pause of at least 10 checkpoints (more than
+                        // the window of 8, so the spares a burst left can
+                        // go): counted, not timed, since on a busy machine
+                        // a checkpoint of this test can take 70 ms.
                         let n = 300 * (1 + (burst * 7 + th * 3) % 10);
                         for _ in 0..n {
                             t.put(key(th, i), vec![(i % 251) as u8; 1000]).unwrap();
                             i += 1;
                             acked[th as usize].store(i, Ordering::Release);
                         }
-                        std::thread::sleep(std::time::Duration::from_millis(40));
+                        let c0 = db.stats().checkpoints;
+                        while db.stats().checkpoints < c0 + 10 {
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
                     }
                 })
             })
