@@ -479,9 +479,14 @@ impl Inner {
         self.spares_for_usage(&self.usage.lock())
     }
 
+    /// The most spares ever kept (see [`Segments::keep_spares_for`]).
+    fn spare_limit(&self) -> usize {
+        self.max_spares.load(Ordering::Relaxed).max(SPARES)
+    }
+
     /// Spares `usage` asks for, at most the configured limit.
     fn spares_for_usage(&self, usage: &Usage) -> usize {
-        let limit = self.max_spares.load(Ordering::Relaxed).max(SPARES);
+        let limit = self.spare_limit();
         if usage.recent.len() < WINDOW {
             return limit;
         }
@@ -541,7 +546,7 @@ impl Inner {
         // use asks for fewer. Without this exit, every idle checkpoint of
         // the window after a large fill counted the spares (0.2 us at 64 MB
         // against 0.6 us at 4 GB in `tidemark-bench checkpoint`).
-        if keep >= self.max_spares.load(Ordering::Relaxed).max(SPARES) {
+        if keep >= self.spare_limit() {
             return none;
         }
         let newest = self.files.lock().keys().next_back().copied().unwrap_or(0);
