@@ -126,15 +126,23 @@ pub(crate) fn cell(buf: &[u8], i: usize) -> &[u8] {
 }
 
 pub(crate) fn key(buf: &[u8], i: usize) -> &[u8] {
+    key_after(buf, i, cell_header(buf))
+}
+
+/// Bytes before the key in each cell of this node.
+fn cell_header(buf: &[u8]) -> usize {
+    if is_leaf(buf) {
+        LEAF_CELL_HEADER
+    } else {
+        BRANCH_CELL_HEADER
+    }
+}
+
+/// The key of cell `i`, whose cells have `header` bytes before the key.
+fn key_after(buf: &[u8], i: usize, header: usize) -> &[u8] {
     let off = slot(buf, i);
-    let klen = usize::from(get_u16(buf, off));
-    let start = off
-        + if is_leaf(buf) {
-            LEAF_CELL_HEADER
-        } else {
-            BRANCH_CELL_HEADER
-        };
-    &buf[start..start + klen]
+    let start = off + header;
+    &buf[start..start + usize::from(get_u16(buf, off))]
 }
 
 pub(crate) fn leaf_value(buf: &[u8], i: usize) -> LeafValue<'_> {
@@ -164,17 +172,8 @@ pub(crate) fn child(buf: &[u8], i: usize) -> u64 {
 /// Binary search: `Ok(i)` if cell i has `key`, else `Err(insertion point)`.
 pub(crate) fn search(buf: &[u8], key_: &[u8]) -> Result<usize, usize> {
     let (mut lo, mut hi) = (0usize, page::count(buf));
-    // `key` without its per-probe kind check: the kind is the page's.
-    let header = if is_leaf(buf) {
-        LEAF_CELL_HEADER
-    } else {
-        BRANCH_CELL_HEADER
-    };
-    fn key(buf: &[u8], i: usize, header: usize) -> &[u8] {
-        let off = slot(buf, i);
-        let start = off + header;
-        &buf[start..start + usize::from(get_u16(buf, off))]
-    }
+    // The kind is the page's: read once, not once per probe as `key` does.
+    let header = cell_header(buf);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         // Each probe's time is mostly the cache miss on its cell (a leaf
@@ -184,7 +183,7 @@ pub(crate) fn search(buf: &[u8], key_: &[u8]) -> Result<usize, usize> {
             prefetch_cell(buf, lo + (mid - lo) / 2);
             prefetch_cell(buf, mid + 1 + (hi - mid - 1) / 2);
         }
-        match cmp_keys(key(buf, mid, header), key_) {
+        match cmp_keys(key_after(buf, mid, header), key_) {
             std::cmp::Ordering::Less => lo = mid + 1,
             std::cmp::Ordering::Greater => hi = mid,
             std::cmp::Ordering::Equal => return Ok(mid),
