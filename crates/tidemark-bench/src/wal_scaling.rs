@@ -130,6 +130,10 @@ struct Pair {
     many_steal: Option<f64>,
 }
 
+/// A target's paired rounds: the thread count set against 64, and the
+/// rounds.
+type Paired = (usize, Vec<Pair>);
+
 /// Paired rounds run after each sweep: how many, and how long each side of
 /// a round runs.
 fn pair_plan(quick: bool) -> (usize, Duration) {
@@ -182,11 +186,7 @@ fn paired_with(a: &Args, mode: Mode, sweep: &[Point]) -> Option<usize> {
 
 /// The sweep over `a.threads`, then the paired rounds of the mode's target
 /// (with the thread count set against 64), if the sweep has what it needs.
-fn tidemark_curve(
-    a: &Args,
-    mode: Mode,
-    dur: Duration,
-) -> BoxResult<(Vec<Point>, Option<(usize, Vec<Pair>)>)> {
+fn tidemark_curve(a: &Args, mode: Mode, dur: Duration) -> BoxResult<(Vec<Point>, Option<Paired>)> {
     let dir = tempfile::Builder::new()
         .prefix("tidemark-wal-")
         .tempdir_in(&a.dir)?;
