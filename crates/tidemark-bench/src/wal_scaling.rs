@@ -512,7 +512,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "rounds": paired.as_ref().map_or(Vec::new(), |(_, pairs)| pairs
                 .iter()
                 .zip(&ratios)
-                .map(|(p, r)| json!({"few_threads": p.few.round(), "threads_64": p.many.round(), "ratio": r, "few_threads_steal_pct": p.few_steal, "threads_64_steal_pct": p.many_steal}))
+                .map(|(p, r)| json!({"commits_per_s": p.few.round(), "commits_per_s_64": p.many.round(), "ratio": r, "steal_pct": p.few_steal, "steal_pct_64": p.many_steal}))
                 .collect()),
         });
         match mode {
