@@ -21,6 +21,7 @@ pub struct Args {
     pub dataset_mb: usize,
     pub checkpoint_secs: u64,
     pub stats_log: Option<std::path::PathBuf>,
+    pub page_size: usize,
 }
 
 const KEY_LEN: usize = 16;
@@ -31,6 +32,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let cache = a.cache_mb << 20;
     let db = tidemark::Builder::new()
         .cache_size(cache)
+        .page_size(a.page_size)
         .checkpoint_interval(Some(std::time::Duration::from_secs(a.checkpoint_secs)))
         // The default statistics log (a line every 10 s), or one a second
         // where asked.
@@ -55,8 +57,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let stop = Arc::new(AtomicBool::new(false));
     if !a.json {
         eprintln!(
-            "cache-pressure: {} records ({} MB of keys+values) into a {} MB cache, {} threads",
-            records, a.dataset_mb, a.cache_mb, a.threads
+            "cache-pressure: {} records ({} MB of keys+values) into a {} MB cache, {} threads, pages of {} bytes",
+            records,
+            a.dataset_mb,
+            a.cache_mb,
+            a.threads,
+            db.page_size()
         );
     }
 
@@ -147,7 +153,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let user_bytes = (per_thread * a.threads * (KEY_LEN + VALUE_LEN)) as u64;
     let amp = s.bytes_written as f64 / user_bytes as f64;
     let peak_pct = 100.0 * s.cache_bytes_peak as f64 / s.cache_size as f64;
-    let slack_pct = 100.0 * (a.threads * tidemark::PAGE_SIZE) as f64 / s.cache_size as f64;
+    let slack_pct = 100.0 * (a.threads as u64 * s.page_size) as f64 / s.cache_size as f64;
     let ops_per_s = (per_thread * a.threads) as f64 / elapsed.as_secs_f64();
     let steal: Vec<Option<f64>> = steal
         .into_iter()
@@ -179,6 +185,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
+        println!("{:<36} {:>14}", "page size bytes", s.page_size);
         println!("{:<36} {:>14}", "inserts", per_thread * a.threads);
         println!("{:<36} {:>14.1}", "elapsed s", elapsed.as_secs_f64());
         println!("{:<36} {:>14.0}", "throughput ops/s", ops_per_s);
@@ -239,7 +246,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         Target::below("pages examined per page evicted", examined_per_evicted, 4.0),
     ];
     let figures = json!({
-        "records": per_thread * a.threads, "threads": a.threads, "cache_mb": a.cache_mb, "dataset_mb": a.dataset_mb,
+        "records": per_thread * a.threads, "threads": a.threads, "cache_mb": a.cache_mb, "dataset_mb": a.dataset_mb, "page_size": s.page_size,
         "elapsed_s": elapsed.as_secs_f64(), "ops_per_s": ops_per_s, "windows": full, "median_window": med, "min_window": min,
         "max_latency_ms": worst_ns as f64 / 1e6, "worst_ms_by_second": worst_ms, "peak_cache_pct": peak_pct, "examined_per_evicted": examined_per_evicted,
         "app_thread_evictions": s.app_thread_evictions, "max_cache_wait_ms": s.max_cache_wait_us as f64 / 1000.0,

@@ -74,6 +74,9 @@ enum Cmd {
         /// `tidemark report`.
         #[arg(long)]
         stats_log: Option<PathBuf>,
+        /// Page size of the database, in bytes (4096, 8192, 16384 or 32768).
+        #[arg(long, default_value_t = tidemark::DEFAULT_PAGE_SIZE)]
+        page_size: usize,
     },
     /// Idle checkpoint time vs cache size; writer latency during a checkpoint (pathology 3).
     Checkpoint,
@@ -265,6 +268,10 @@ struct YcsbArgs {
     /// The memory cgroup the child joins first (set by the parent).
     #[arg(long, hide = true)]
     cgroup: Option<PathBuf>,
+    /// Page size of tidemark's database, bytes (4096, 8192, 16384 or
+    /// 32768; the peers keep their own).
+    #[arg(long, default_value_t = tidemark::DEFAULT_PAGE_SIZE)]
+    tidemark_page_size: usize,
 }
 
 fn ycsb_args(
@@ -295,6 +302,7 @@ fn ycsb_args(
             .transpose()?,
         memory_limit_mb: y.memory_limit_mb,
         cgroup: y.cgroup,
+        tidemark_page_size: y.tidemark_page_size,
         json,
         dir,
     })
@@ -313,9 +321,11 @@ fn main() -> ExitCode {
             dataset_mb,
             checkpoint_secs,
             stats_log,
+            page_size,
         } => cache_pressure::run(&cache_pressure::Args {
             checkpoint_secs,
             stats_log,
+            page_size,
             quick: cli.quick,
             json: cli.json,
             dir: cli.dir,

@@ -126,6 +126,7 @@ fn cache_pressure(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     let threads = 2;
     let secs = if quick { 15 } else { 60 };
     let cfg = Config {
+        tidemark_page_size: tidemark::DEFAULT_PAGE_SIZE,
         cache_bytes: 10 << 20,
         durability: Durability::Write,
         threads,
@@ -191,6 +192,7 @@ fn wal_scaling(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     let secs = if quick { 2.0 } else { 5.0 };
     const KEYS: u64 = 20_000;
     let cfg = Config {
+        tidemark_page_size: tidemark::DEFAULT_PAGE_SIZE,
         cache_bytes: 64 << 20,
         durability: Durability::Fsync,
         threads: 64,
@@ -239,6 +241,7 @@ fn read_after_sync(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     let keys: u64 = if quick { 100_000 } else { 200_000 };
     let secs = if quick { 2.0 } else { 5.0 };
     let cfg = Config {
+        tidemark_page_size: tidemark::DEFAULT_PAGE_SIZE,
         cache_bytes: 128 << 20,
         durability: Durability::Write,
         threads,
@@ -403,6 +406,7 @@ fn ring(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
         inserts: AtomicU64::new(0),
     };
     let cfg = Config {
+        tidemark_page_size: tidemark::DEFAULT_PAGE_SIZE,
         cache_bytes: 64 << 20,
         durability: Durability::Write,
         threads,

@@ -315,6 +315,7 @@ fn rocksdb_curve(a: &Args, mode: Mode, dur: Duration) -> BoxResult<Vec<Point>> {
         .prefix("rocksdb-wal-")
         .tempdir_in(&a.dir)?;
     let cfg = Config {
+        tidemark_page_size: tidemark::DEFAULT_PAGE_SIZE,
         cache_bytes: 256 << 20,
         durability: match mode {
             Mode::Write => engines::Durability::Write,

@@ -28,6 +28,10 @@ struct Cli {
     /// Cache size in MiB.
     #[arg(long, global = true, default_value_t = 64)]
     cache_mb: usize,
+    /// Page size in bytes of a database this command creates (4096, 8192,
+    /// 16384 or 32768); an existing database keeps its own.
+    #[arg(long, global = true, default_value_t = tidemark::DEFAULT_PAGE_SIZE)]
+    page_size: usize,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -242,6 +246,7 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
     }
     let db = Database::builder()
         .cache_size(cli.cache_mb << 20)
+        .page_size(cli.page_size)
         .open(&cli.db)?;
     let mut out = std::io::stdout().lock();
     let code = match cli.cmd {

@@ -458,10 +458,11 @@ fn charts(samples: &[Sample]) -> Result<Vec<(String, String)>, Error> {
                 series("log written", r("log_bytes_written", MIB)),
                 series(
                     "data file read",
-                    // Logs written before `bytes_read` existed count pages.
+                    // Logs written before `bytes_read` existed count pages (all of
+                    // the default size: page sizes came later).
                     rate(samples, t0, MIB, |s| match s.fields.get("bytes_read") {
                         Some(&b) => b,
-                        None => s.get("pages_read") * tidemark::PAGE_SIZE as f64,
+                        None => s.get("pages_read") * tidemark::DEFAULT_PAGE_SIZE as f64,
                     }),
                 ),
             ],

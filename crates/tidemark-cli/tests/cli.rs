@@ -87,6 +87,27 @@ fn missing_table_and_corrupt_file_fail_cleanly() {
 }
 
 #[test]
+fn page_size_applies_to_a_new_database_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (code, _, err) = tm(&db, &["--page-size", "3000", "put", "t", "k", "v"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("page_size"), "{err}");
+    assert!(!db.exists(), "a refused page size made the database");
+    assert_eq!(tm(&db, &["--page-size", "4096", "put", "t", "k", "v"]).0, 0);
+    let long = "k".repeat(1025);
+    let (code, _, err) = tm(&db, &["put", "t", &long, "v"]);
+    assert_ne!(code, 0, "a key past a 4 KiB page's limit went in");
+    assert!(err.contains("1024"), "{err}");
+    // Opened again with the default, it keeps its 4 KiB pages.
+    let (code, out, _) = tm(&db, &["stats", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["page_size"].as_u64(), Some(4096), "{out}");
+    assert_eq!(tm(&db, &["get", "t", "k"]).1, "v\n");
+}
+
+#[test]
 fn put_takes_a_durability_and_rejects_unknown_ones() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");

@@ -199,7 +199,7 @@ impl Database {
         eviction_trigger=None, eviction_dirty_target=None, eviction_dirty_trigger=None,
         eviction_threads=None, checkpoint_interval=None, checkpoint_log_size=None,
         checkpoint_flush_nice=None, write_back_interval=None, os_cache=None, log_segment_size=None,
-        version_budget=None, statistics_log=true, statistics_interval=None,
+        page_size=None, version_budget=None, statistics_log=true, statistics_interval=None,
         statistics_path=None, control_socket=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -218,6 +218,7 @@ impl Database {
         write_back_interval: Option<f64>,
         os_cache: Option<&str>,
         log_segment_size: Option<u64>,
+        page_size: Option<usize>,
         version_budget: Option<u8>,
         statistics_log: bool,
         statistics_interval: Option<f64>,
@@ -265,6 +266,9 @@ impl Database {
         if let Some(v) = log_segment_size {
             b = b.log_segment_size(v);
         }
+        if let Some(v) = page_size {
+            b = b.page_size(v);
+        }
         if let Some(v) = version_budget {
             b = b.version_budget(v);
         }
@@ -299,6 +303,19 @@ impl Database {
     #[getter]
     fn path(&self) -> PathBuf {
         self.shared.db.path().to_path_buf()
+    }
+
+    /// Bytes of every page of this database, chosen when it was created.
+    #[getter]
+    fn page_size(&self) -> usize {
+        self.shared.db.page_size()
+    }
+
+    /// Bytes of the longest key this database takes (a quarter of its
+    /// page, at most ``MAX_KEY_SIZE``).
+    #[getter]
+    fn max_key_size(&self) -> usize {
+        self.shared.db.max_key_size()
     }
 
     /// The durability of calls that name none: "none", "write" or "fsync".
@@ -1087,6 +1104,7 @@ fn _tidemark(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<DocCursor>()?;
     m.add_class::<TailCursor>()?;
     m.add("MAX_KEY_SIZE", tidemark::MAX_KEY_SIZE)?;
+    m.add("DEFAULT_PAGE_SIZE", tidemark::DEFAULT_PAGE_SIZE)?;
     m.add("MAX_VALUE_SIZE", tidemark::MAX_VALUE_SIZE)?;
     m.add("MAX_DOCUMENT_SIZE", tidemark::MAX_DOCUMENT_SIZE)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;

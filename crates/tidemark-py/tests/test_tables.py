@@ -24,6 +24,27 @@ def test_open_options_and_context_manager(tmp_path):
         assert db.table("kv").get(b"k") == b"v"
 
 
+def test_page_size_is_chosen_at_creation(tmp_path):
+    with pytest.raises(tidemark.ConfigurationError):
+        tidemark.open(tmp_path / "bad", page_size=3000)
+    assert not (tmp_path / "bad").exists()
+    with tidemark.open(tmp_path / "a", page_size="8KiB") as db:
+        assert db.page_size == 8192
+        assert db.max_key_size == 2048
+        assert db.stats()["page_size"] == 8192
+        kv = db.table("kv")
+        kv.put(b"k" * 2048, b"v")
+        with pytest.raises(tidemark.KeySizeError):
+            kv.put(b"k" * 2049, b"v")
+    # Reopened without the option, or with another size, it keeps its own.
+    with tidemark.open(tmp_path / "a", page_size=4096) as db:
+        assert db.page_size == 8192
+        assert db.table("kv").get(b"k" * 2048) == b"v"
+    with tidemark.open(tmp_path / "b") as db:
+        assert db.page_size == tidemark.DEFAULT_PAGE_SIZE
+        assert db.max_key_size == tidemark.MAX_KEY_SIZE
+
+
 def test_checkpoint_log_size_starts_checkpoints(tmp_path):
     # Under one 64 KiB segment: refused.
     with pytest.raises(tidemark.ConfigurationError):

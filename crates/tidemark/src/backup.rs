@@ -36,7 +36,6 @@ use crate::checkpoint;
 use crate::engine::{Engine, DATA_FILE};
 use crate::error::{Error, Result};
 use crate::io::FileIo;
-use crate::page::PAGE_SIZE;
 use crate::wal::segment;
 
 /// What a backup copied.
@@ -193,10 +192,7 @@ fn relocate(e: &Engine) -> Result<u64> {
 
 /// Makes the next checkpoint rewrite every map chunk and the directory.
 fn mark_map_dirty(e: &Engine) {
-    let chunks = e
-        .pager
-        .next_pid()
-        .div_ceil(crate::pagemap::CHUNK_ENTRIES as u64) as usize;
+    let chunks = e.pager.next_pid().div_ceil(e.pager.chunk_entries() as u64) as usize;
     e.pager.state.lock().dirty_chunks.extend(0..chunks.max(1));
 }
 
@@ -219,7 +215,7 @@ pub(crate) fn compact(e: &Engine) -> Result<CompactInfo> {
     }
     let (before, after) = e.pager.shrink_to_used()?;
     Ok(CompactInfo {
-        size_before: before * PAGE_SIZE as u64,
-        size_after: after * PAGE_SIZE as u64,
+        size_before: before * e.pager.page_size as u64,
+        size_after: after * e.pager.page_size as u64,
     })
 }

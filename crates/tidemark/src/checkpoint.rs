@@ -40,8 +40,8 @@ use std::time::Instant;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::meta::Meta;
-use crate::page::{self, put_u64, PageKind, HEADER_SIZE, PAGE_SIZE};
-use crate::pagemap::{self, CHUNK_ENTRIES, NO_FRAME};
+use crate::page::{self, put_u64, PageKind, HEADER_SIZE};
+use crate::pagemap::{self, NO_FRAME};
 use crate::pager::{Pending, Running};
 
 /// What the last durable checkpoint consists of.
@@ -192,7 +192,7 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     } = cut;
     pids.sort_unstable();
     pids.dedup();
-    let mut buf = vec![0u8; PAGE_SIZE];
+    let mut buf = e.pager.page_buf();
     let mut overrides: HashMap<u64, u64> = HashMap::with_capacity(pids.len());
     let mut written = 0u64;
     for pid in pids {
@@ -205,7 +205,7 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
         written += take_pending(e, pid, n, &mut overrides, &mut buf)?;
     }
     written += write_shadows(e, n, &mut overrides, &mut buf)?;
-    chunks.extend(overrides.keys().map(|&p| pagemap::chunk_of(p)));
+    chunks.extend(overrides.keys().map(|&p| e.pager.chunk_of(p)));
     written += write_map(e, durable, n, next_pid, &chunks, &overrides, &mut buf)?;
     e.pager.state.lock().running = None;
     flush(e)?;
@@ -224,7 +224,7 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     meta.encode(&mut buf);
     e.pager
         .file
-        .write_all_at(&buf, (meta.generation % 2) * PAGE_SIZE as u64)?;
+        .write_all_at(&buf, (meta.generation % 2) * e.pager.page_size as u64)?;
     e.pager.file.sync_data()?;
     durable.generation = meta.generation;
     durable.log_lsn = log_lsn;
@@ -438,7 +438,8 @@ fn write_map(
     overrides: &HashMap<u64, u64>,
     buf: &mut [u8],
 ) -> Result<u64> {
-    let nchunks = (next_pid as usize).div_ceil(CHUNK_ENTRIES);
+    let per_chunk = e.pager.chunk_entries();
+    let nchunks = (next_pid as usize).div_ceil(per_chunk);
     if durable.chunk_blocks.len() < nchunks {
         durable.chunk_blocks.resize(nchunks, 0);
     }
@@ -448,8 +449,8 @@ fn write_map(
         {
             let st = e.pager.state.lock();
             let before = st.running.as_ref().map(|r| &r.map_before);
-            for j in 0..CHUNK_ENTRIES {
-                let pid = (c * CHUNK_ENTRIES + j) as u64;
+            for j in 0..per_chunk {
+                let pid = (c * per_chunk + j) as u64;
                 let v = if pid >= next_pid {
                     0
                 } else if let Some(&b) = overrides.get(&pid) {
@@ -471,7 +472,7 @@ fn write_map(
     }
     // Directory: chained pages listing every chunk block, written last
     // page first so each can name its successor.
-    let per_page = CHUNK_ENTRIES;
+    let per_page = per_chunk;
     let npages = durable.chunk_blocks.len().div_ceil(per_page);
     let mut new_dirs = vec![0u64; npages];
     let mut next = 0u64;

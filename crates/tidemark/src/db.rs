@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::btree::node::MAX_KEY_SIZE;
 use crate::btree::ScanHint;
 use crate::cache::{self, PoolConfig, MAX_FRAMES, MIN_FRAMES};
 use crate::checkpoint::{self, CheckpointInfo};
@@ -19,7 +18,7 @@ use crate::engine::{decode_root, Engine, CATALOG_ROOT};
 use crate::error::{Error, Result};
 use crate::io::{FileSystem, OsFileSystem};
 use crate::os_cache::OsCache;
-use crate::page::PAGE_SIZE;
+use crate::page;
 use crate::statlog::{self, StatisticsLog};
 use crate::stats::{bump, Stats};
 use crate::txn::{ReadTxn, Snap, WriteTxn};
@@ -61,6 +60,7 @@ pub struct Builder {
     os_cache: OsCache,
     durability: Durability,
     log_segment_size: u64,
+    page_size: usize,
     version_budget: u8,
     statistics_log: Option<StatisticsLog>,
     control_socket: bool,
@@ -89,6 +89,7 @@ impl std::fmt::Debug for Builder {
             .field("os_cache", &self.os_cache)
             .field("durability", &self.durability)
             .field("log_segment_size", &self.log_segment_size)
+            .field("page_size", &self.page_size)
             .field("version_budget", &self.version_budget)
             .finish_non_exhaustive()
     }
@@ -114,6 +115,7 @@ impl Builder {
             os_cache: OsCache::Auto,
             durability: Durability::Write,
             log_segment_size: DEFAULT_SEGMENT_SIZE,
+            page_size: page::DEFAULT_PAGE_SIZE,
             version_budget: 10,
             statistics_log: Some(StatisticsLog::default()),
             control_socket: false,
@@ -258,6 +260,21 @@ impl Builder {
         self.log_segment_size = bytes;
         self
     }
+    /// Bytes of every page and block of a new database: 4096, 8192, 16384
+    /// (the default, [`crate::DEFAULT_PAGE_SIZE`]) or 32768. An existing
+    /// database keeps the size it was created with
+    /// ([`Database::page_size`] says which).
+    ///
+    /// Smaller pages make every cache miss and every page write move fewer
+    /// bytes, so workloads of small records over a tree larger than the
+    /// cache run faster (BENCHMARKS.md, "Page sizes"), at the price of
+    /// shorter keys: a key may take a quarter of a page, at most 4 KiB
+    /// ([`crate::max_key_size`]: 1 KiB at 4 KiB pages, 2 KiB at 8 KiB).
+    /// Values may be up to [`MAX_VALUE_SIZE`] at every page size.
+    pub fn page_size(mut self, bytes: usize) -> Self {
+        self.page_size = bytes;
+        self
+    }
     /// Percent of `cache_size` (1 to 50) that old versions kept for live
     /// snapshots may use; pages get the rest. Past it, the oldest snapshots
     /// are invalidated ([`Error::SnapshotTooOld`]) rather than writers
@@ -283,7 +300,16 @@ impl Builder {
         self.cache_size as u64 * u64::from(self.version_budget) / 100
     }
 
-    fn pool_config(&self) -> Result<PoolConfig> {
+    /// Checks the options that do not depend on the page size.
+    fn check_options(&self) -> Result<()> {
+        if !page::valid_page_size(self.page_size) {
+            return Err(Error::InvalidOption(format!(
+                "page_size must be a power of two from {} to {} bytes, not {}",
+                page::MIN_PAGE_SIZE,
+                page::MAX_PAGE_SIZE,
+                self.page_size
+            )));
+        }
         if !(1..=50).contains(&self.version_budget) {
             return Err(Error::InvalidOption(format!(
                 "version_budget must be 1 to 50 percent, not {}",
@@ -304,23 +330,6 @@ impl Builder {
                 self.log_segment_size
             )));
         }
-        let frames = (self.cache_size as u64 - self.version_bytes()) as usize / PAGE_SIZE;
-        if frames < MIN_FRAMES {
-            return Err(Error::InvalidOption(format!(
-                "cache_size must leave at least {} bytes for pages after the {} % version budget",
-                MIN_FRAMES * PAGE_SIZE,
-                self.version_budget
-            )));
-        }
-        // Frame indices are `u32`, `u32::MAX` meaning none (`NO_FRAME`).
-        if frames >= MAX_FRAMES {
-            return Err(Error::InvalidOption(format!(
-                "cache_size must leave under {} bytes for pages after the {} % version budget",
-                (MAX_FRAMES as u64) * PAGE_SIZE as u64,
-                self.version_budget
-            )));
-        }
-        let pct = |p: u8| frames * usize::from(p) / 100;
         let (t, tr, d, dtr) = (
             self.eviction_target,
             self.eviction_trigger,
@@ -335,18 +344,46 @@ impl Builder {
         if !(d > 0 && d < dtr && dtr <= 100 && dtr <= tr) {
             return Err(Error::InvalidOption(format!("need 0 < eviction_dirty_target ({d}) < eviction_dirty_trigger ({dtr}) <= eviction_trigger")));
         }
+        Ok(())
+    }
+
+    /// The cache's configuration for a database of pages of `page_size`
+    /// bytes.
+    fn pool_config(&self, page_size: usize) -> Result<PoolConfig> {
+        self.check_options()?;
+        let frames = (self.cache_size as u64 - self.version_bytes()) as usize / page_size;
+        if frames < MIN_FRAMES {
+            return Err(Error::InvalidOption(format!(
+                "cache_size must leave at least {} bytes for pages after the {} % version budget",
+                MIN_FRAMES * page_size,
+                self.version_budget
+            )));
+        }
+        // Frame indices are `u32`, `u32::MAX` meaning none (`NO_FRAME`).
+        if frames >= MAX_FRAMES {
+            return Err(Error::InvalidOption(format!(
+                "cache_size must leave under {} bytes for pages after the {} % version budget",
+                (MAX_FRAMES as u64) * page_size as u64,
+                self.version_budget
+            )));
+        }
+        let pct = |p: u8| frames * usize::from(p) / 100;
         Ok(PoolConfig {
+            page_size,
             frames,
-            target: pct(t),
-            trigger: pct(tr),
-            dirty_target: pct(d).max(1),
-            dirty_trigger: pct(dtr).max(2),
+            target: pct(self.eviction_target),
+            trigger: pct(self.eviction_trigger),
+            dirty_target: pct(self.eviction_dirty_target).max(1),
+            dirty_trigger: pct(self.eviction_dirty_trigger).max(2),
         })
     }
 
     /// Opens the database in directory `path`, creating it if needed.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Database> {
-        let cfg = self.pool_config()?;
+        // The options that do not depend on the page size fail before the
+        // directory is touched; the cache's size is checked once the
+        // database's page size is known.
+        self.check_options()?;
         self.fs.create_dir_all(path.as_ref())?;
         let lock = self.fs.lock_dir(path.as_ref()).map_err(|e| {
             if e.kind() == std::io::ErrorKind::WouldBlock {
@@ -358,7 +395,8 @@ impl Builder {
         let (mut engine, recovered) = Engine::open(
             path.as_ref(),
             self.fs.clone(),
-            cfg,
+            self.page_size,
+            &|ps| self.pool_config(ps),
             self.log_segment_size,
             self.version_bytes(),
         )?;
@@ -644,11 +682,15 @@ impl WriteBatch {
     }
 }
 
+/// [`Error::KeySize`] unless `key` is one some database takes (at most
+/// [`crate::MAX_KEY_SIZE`]); [`Engine::check_key`] applies the limit of
+/// one database's page size, and every write passes it before it is
+/// logged.
 pub(crate) fn check_key(key: &[u8]) -> Result<()> {
-    if key.is_empty() || key.len() > MAX_KEY_SIZE {
+    if key.is_empty() || key.len() > crate::MAX_KEY_SIZE {
         return Err(Error::KeySize {
             len: key.len(),
-            max: MAX_KEY_SIZE,
+            max: crate::MAX_KEY_SIZE,
         });
     }
     Ok(())
@@ -716,6 +758,18 @@ impl Database {
         &self.inner.path
     }
 
+    /// Bytes of every page of this database, chosen when it was created
+    /// ([`Builder::page_size`]).
+    pub fn page_size(&self) -> usize {
+        self.engine().pager.page_size
+    }
+
+    /// Bytes of the longest key this database takes: a quarter of its
+    /// page, at most [`crate::MAX_KEY_SIZE`] ([`crate::max_key_size`]).
+    pub fn max_key_size(&self) -> usize {
+        self.engine().max_key_size()
+    }
+
     pub(crate) fn engine(&self) -> &Engine {
         &self.inner.engine
     }
@@ -775,9 +829,11 @@ impl Database {
             // Ends the timestamp however this block is left.
             let _ended = EndTs(e, ts);
             let ticket = log(e, &v).inspect_err(|err| {
-                // A refused admission changed nothing; any other failure
-                // may have left part of a group in the log.
-                if !matches!(err, Error::DiskFull(_)) {
+                // A refused admission (a full disk, a key longer than this
+                // database's pages take: `Engine::log` checks both before
+                // it logs anything) changed nothing; any other failure may
+                // have left part of a group in the log.
+                if !matches!(err, Error::DiskFull(_) | Error::KeySize { .. }) {
                     e.pager.stop_writes(&format!("log append failed: {err}"));
                 }
             })?;
@@ -1159,7 +1215,7 @@ impl Table {
     /// The value of `key`, if present.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
-        check_key(key)?;
+        self.db.engine().check_key(key)?;
         let e = self.db.engine();
         if self.root == CATALOG_ROOT {
             return e.tree(self.root).get(key);
@@ -1183,7 +1239,7 @@ impl Table {
         durability: Durability,
     ) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
-        check_key(key)?;
+        self.db.engine().check_key(key)?;
         check_value(value)?;
         let e = self.db.engine();
         bump(&e.ops.puts);
@@ -1214,7 +1270,7 @@ impl Table {
     /// Removes `key` with `durability`; returns whether it was present.
     pub fn delete_with(&self, key: impl AsRef<[u8]>, durability: Durability) -> Result<bool> {
         let key = key.as_ref();
-        check_key(key)?;
+        self.db.engine().check_key(key)?;
         let e = self.db.engine();
         bump(&e.ops.deletes);
         bump(&self.ops.writes);

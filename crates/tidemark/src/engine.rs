@@ -17,8 +17,8 @@ use crate::error::{Error, Result};
 use crate::gate::Gate;
 use crate::io::{FileIo, FileSystem};
 use crate::meta::{self, Meta};
-use crate::page::{self, get_u64, PageKind, HEADER_SIZE, PAGE_SIZE};
-use crate::pagemap::{PageMap, CHUNK_ENTRIES, MAX_CHUNKS, NO_BLOCK};
+use crate::page::{self, get_u64, PageKind, HEADER_SIZE};
+use crate::pagemap::{self, PageMap, NO_BLOCK};
 use crate::pager::{Pager, Promise};
 use crate::stripes::Stripes;
 use crate::versions::{Ts, Versions};
@@ -82,15 +82,24 @@ impl Engine {
     }
 
     /// Opens (or creates) the database in `dir` and replays its log.
-    /// `log_segment_size` applies to a new database; an existing one keeps
-    /// the size its meta page records.
+    /// `page_size` and `log_segment_size` apply to a new database; an
+    /// existing one keeps the sizes its meta page records. `pool_config`
+    /// makes the cache's configuration for the database's page size.
     pub(crate) fn open(
         dir: &Path,
         fs: Arc<dyn FileSystem>,
-        cfg: PoolConfig,
+        page_size: usize,
+        pool_config: &dyn Fn(usize) -> Result<PoolConfig>,
         log_segment_size: u64,
         version_budget: u64,
     ) -> Result<(Engine, Recovered)> {
+        if !page::valid_page_size(page_size) {
+            return Err(Error::InvalidOption(format!(
+                "page_size must be a power of two from {} to {} bytes, not {page_size}",
+                page::MIN_PAGE_SIZE,
+                page::MAX_PAGE_SIZE
+            )));
+        }
         crate::wal::segment::check_size(log_segment_size)?;
         fs.create_dir_all(dir)?;
         let path = dir.join(DATA_FILE);
@@ -104,7 +113,7 @@ impl Engine {
             len = 0;
         }
         if len == 0 {
-            let mut buf = vec![0u8; PAGE_SIZE];
+            let mut buf = vec![0u8; page_size];
             Meta {
                 generation: 1,
                 epoch: 0,
@@ -115,23 +124,22 @@ impl Engine {
                 log_segment_size,
             }
             .encode(&mut buf);
-            file.write_all_at(&buf, PAGE_SIZE as u64)?;
+            file.write_all_at(&buf, page_size as u64)?;
             file.sync_data()?;
             // Make the new file's directory entry durable too.
             fs.sync_dir(dir)?;
-        } else if len < 2 * PAGE_SIZE as u64 {
+        } else if len < 2 * page::MIN_PAGE_SIZE as u64 {
             return Err(Error::NotADatabase(format!(
                 "{} is {len} bytes: too short for a tidemark data file",
                 path.display()
             )));
         }
-        let file_blocks = file.len()?.div_ceil(PAGE_SIZE as u64);
-        let (mut a, mut b) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
-        file.read_exact_at(&mut a, 0)?;
-        file.read_exact_at(&mut b, PAGE_SIZE as u64)?;
-        let m = meta::choose(&a, &b)?;
+        let len = file.len()?;
+        let (page_size, m) = meta::read_durable(&*file, len)?;
+        let cfg = pool_config(page_size)?;
+        let file_blocks = len.div_ceil(page_size as u64);
         let map = PageMap::new();
-        let (dir_blocks, chunk_blocks) = read_map(&*file, &m, &map, file_blocks)?;
+        let (dir_blocks, chunk_blocks) = read_map(&*file, page_size, &m, &map, file_blocks)?;
         let mut used: Vec<u64> = dir_blocks
             .iter()
             .chain(chunk_blocks.iter())
@@ -148,7 +156,15 @@ impl Engine {
         free_pids.reverse();
         let alloc = BlockAlloc::new(used)
             .map_err(|blk| Error::corruption(blk, "block referenced twice in the page map"))?;
-        let pager = Pager::new(file, map, alloc, m.epoch + 1, m.next_pid, free_pids);
+        let pager = Pager::new(
+            page_size,
+            file,
+            map,
+            alloc,
+            m.epoch + 1,
+            m.next_pid,
+            free_pids,
+        );
         let wal = Wal::open(fs.clone(), dir, m.log_segment_size, m.log_lsn)?;
         let mut engine = Engine {
             pager,
@@ -204,6 +220,24 @@ impl Engine {
         Ok((engine, found))
     }
 
+    /// Bytes of the longest key this database takes (it follows the page
+    /// size: [`page::max_key_size`]).
+    pub(crate) fn max_key_size(&self) -> usize {
+        page::max_key_size(self.pager.page_size)
+    }
+
+    /// [`Error::KeySize`] unless `key` is a key this database takes.
+    pub(crate) fn check_key(&self, key: &[u8]) -> Result<()> {
+        let max = self.max_key_size();
+        if key.is_empty() || key.len() > max {
+            return Err(Error::KeySize {
+                len: key.len(),
+                max,
+            });
+        }
+        Ok(())
+    }
+
     /// Root page of table `name`, if it exists.
     pub(crate) fn lookup_root(&self, name: &[u8]) -> Result<Option<u64>> {
         match self.tree(CATALOG_ROOT).get(name)? {
@@ -253,7 +287,7 @@ impl Engine {
         value: &[u8],
         track: Track<'_>,
     ) -> Result<()> {
-        let stored = if node::fits_inline(key.len(), value.len()) {
+        let stored = if node::fits_inline(self.pager.page_size, key.len(), value.len()) {
             StoredValue::Inline(value.to_vec())
         } else {
             StoredValue::Overflow {
@@ -407,8 +441,9 @@ impl Engine {
     /// on.
     pub(crate) fn admit_checkpoint(&self) -> Result<Promise<'_>> {
         let dirty = self.pool.dirty.load(std::sync::atomic::Ordering::Relaxed) as u64;
-        let chunks = self.pager.next_pid().div_ceil(CHUNK_ENTRIES as u64);
-        let map = chunks + chunks.div_ceil(CHUNK_ENTRIES as u64) + 1;
+        let per_chunk = self.pager.chunk_entries() as u64;
+        let chunks = self.pager.next_pid().div_ceil(per_chunk);
+        let map = chunks + chunks.div_ceil(per_chunk) + 1;
         self.pager.promise(self.reserve_blocks(), dirty + map)
     }
 
@@ -421,9 +456,17 @@ impl Engine {
     /// disk is [`Error::DiskFull`] with nothing logged, so the commit fails
     /// alone and later ones may succeed.
     pub(crate) fn log(&self, ops: &[LogOp<'_>], durability: Durability) -> Result<Ticket> {
+        // Every write passes here before it is logged: keys longer than
+        // this database's pages take fail whole, with nothing logged (the
+        // API checked them against the longest any database takes).
+        for op in ops {
+            if let LogOp::Put { key, .. } | LogOp::Delete { key, .. } = op {
+                self.check_key(key)?;
+            }
+        }
         let (plen, len) = self.wal.admit(ops)?;
         let touched = (2 * ops.len() as u64).min(self.pager.alloc.used());
-        let pages = len.div_ceil(PAGE_SIZE as u64 / 2) * 2 + touched;
+        let pages = len.div_ceil(self.pager.page_size as u64 / 2) * 2 + touched;
         let promise = self.pager.promise(self.reserve_blocks(), pages)?;
         let mut ticket = self.wal.append_sized(ops, plen, durability)?;
         ticket.promised = promise.keep();
@@ -699,13 +742,16 @@ pub(crate) fn decode_root(name: &[u8], v: &[u8]) -> Result<u64> {
 /// Loads the durable page map; returns (directory blocks, chunk blocks).
 fn read_map(
     file: &dyn crate::io::FileIo,
+    page_size: usize,
     m: &Meta,
     map: &PageMap,
     file_blocks: u64,
 ) -> Result<(Vec<u64>, Vec<u64>)> {
     let nchunks = m.map_chunks as usize;
     let empty = nchunks == 0 && m.dir_block == 0;
-    if nchunks > MAX_CHUNKS || (!empty && (m.next_pid as usize).div_ceil(CHUNK_ENTRIES) != nchunks)
+    let per_chunk = pagemap::chunk_entries(page_size);
+    if nchunks > pagemap::max_disk_chunks(page_size)
+        || (!empty && (m.next_pid as usize).div_ceil(per_chunk) != nchunks)
     {
         return Err(Error::corruption(
             0,
@@ -715,7 +761,7 @@ fn read_map(
             ),
         ));
     }
-    let mut buf = vec![0u8; PAGE_SIZE];
+    let mut buf = vec![0u8; page_size];
     let read = |blk: u64, buf: &mut [u8]| -> Result<()> {
         if blk < crate::alloc::META_BLOCKS || blk >= file_blocks {
             return Err(Error::corruption(
@@ -723,7 +769,7 @@ fn read_map(
                 format!("block {blk} is outside the file ({file_blocks} blocks)"),
             ));
         }
-        file.read_exact_at(buf, blk * PAGE_SIZE as u64)?;
+        file.read_exact_at(buf, blk * page_size as u64)?;
         Ok(())
     };
     let mut dirs = Vec::new();
@@ -736,7 +782,7 @@ fn read_map(
         read(next, &mut buf)?;
         page::check(&buf, &[PageKind::MapDirectory], dirs.len() as u64, next)?;
         let n = page::count(&buf);
-        if n == 0 || n > CHUNK_ENTRIES || chunks.len() + n > nchunks {
+        if n == 0 || n > per_chunk || chunks.len() + n > nchunks {
             return Err(Error::corruption(
                 next,
                 "map directory page has a bad entry count",
@@ -752,8 +798,8 @@ fn read_map(
         }
         read(blk, &mut buf)?;
         page::check(&buf, &[PageKind::MapChunk], c as u64, blk)?;
-        for j in 0..CHUNK_ENTRIES {
-            let pid = (c * CHUNK_ENTRIES + j) as u64;
+        for j in 0..per_chunk {
+            let pid = (c * per_chunk + j) as u64;
             let v = get_u64(&buf, HEADER_SIZE + j * 8);
             if pid >= m.next_pid || v == NO_BLOCK {
                 continue;
@@ -770,24 +816,32 @@ fn read_map(
     Ok((dirs, chunks))
 }
 
-/// Whether `file` (of `len` bytes) is what an interrupted creation leaves:
-/// at most the two meta slots long, neither holding a valid meta page, slot
-/// 0 never written and slot 1 empty or a torn copy of the first meta page
-/// (its magic in place, when it is long enough to hold it). Anything else
-/// that fails to open is a foreign or damaged file and stays untouched.
+/// Whether `file` (of `len` bytes) is what an interrupted creation leaves,
+/// at some page size: at most the two meta slots long, neither holding a
+/// valid meta page, slot 0 never written and slot 1 empty or a torn copy
+/// of the first meta page (its magic in place, when it is long enough to
+/// hold it). Anything else that fails to open is a foreign or damaged file
+/// and stays untouched. (A database of any page size holds its first meta
+/// page in slot 1, which lies inside slot 0 of every larger page size, so
+/// only an empty file passes at a size other than its own.)
 fn interrupted_creation(file: &dyn FileIo, len: u64) -> Result<bool> {
-    let page = PAGE_SIZE as u64;
-    if len > 2 * page {
+    if len > 2 * page::MAX_PAGE_SIZE as u64 {
         return Ok(false);
     }
     let mut buf = vec![0u8; len as usize];
     file.read_exact_at(&mut buf, 0)?;
-    let (slot0, slot1) = buf.split_at(buf.len().min(PAGE_SIZE));
-    if slot0.iter().any(|&b| b != 0) {
-        return Ok(false);
+    let mut ps = page::MIN_PAGE_SIZE;
+    while ps <= page::MAX_PAGE_SIZE {
+        if len <= 2 * ps as u64 {
+            let (slot0, slot1) = buf.split_at(buf.len().min(ps));
+            if slot0.iter().all(|&b| b == 0)
+                && !(slot1.len() == ps && meta::Meta::decode(slot1, 1).is_ok_and(|m| m.is_some()))
+                && meta::torn_first_meta(slot1)
+            {
+                return Ok(true);
+            }
+        }
+        ps *= 2;
     }
-    if slot1.len() == PAGE_SIZE && meta::Meta::decode(slot1, 1).is_ok_and(|m| m.is_some()) {
-        return Ok(false);
-    }
-    Ok(meta::torn_first_meta(slot1))
+    Ok(false)
 }

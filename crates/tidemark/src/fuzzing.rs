@@ -4,14 +4,23 @@
 //! whatever the bytes.
 
 use crate::btree::node;
-use crate::page::{self, PageKind, PAGE_SIZE};
+use crate::page::{self, PageKind};
 
-/// The bytes as one page, first as read (the checksum decides), then
-/// sealed (so the structural checks and every accessor run on pages that
-/// pass them).
+/// Every page size a database may have.
+const PAGE_SIZES: [usize; 4] = [4096, 8192, 16384, 32768];
+
+/// The bytes as one page of every page size, first as read (the checksum
+/// decides), then sealed (so the structural checks and every accessor run
+/// on pages that pass them).
 pub fn page(data: &[u8]) {
-    let mut buf = vec![0u8; PAGE_SIZE];
-    let n = data.len().min(PAGE_SIZE);
+    for ps in PAGE_SIZES {
+        page_of(data, ps);
+    }
+}
+
+fn page_of(data: &[u8], page_size: usize) {
+    let mut buf = vec![0u8; page_size];
+    let n = data.len().min(page_size);
     buf[..n].copy_from_slice(&data[..n]);
     let kinds = [
         PageKind::Leaf,
@@ -38,10 +47,10 @@ pub fn page(data: &[u8]) {
     // The same bytes as the image of a block whose length the pager
     // recorded, read into the end of a frame that held other bytes: as
     // read, then with the image's own length and checksum set.
-    let n = data.len().clamp(page::HEADER_SIZE + 1, PAGE_SIZE - 1);
+    let n = data.len().clamp(page::HEADER_SIZE + 1, page_size - 1);
     for sealed in [false, true] {
-        let mut frame = vec![0xAA; PAGE_SIZE];
-        let tail = PAGE_SIZE - n;
+        let mut frame = vec![0xAA; page_size];
+        let tail = page_size - n;
         let have = data.len().min(n);
         frame[tail..tail + have].copy_from_slice(&data[..have]);
         frame[tail + have..].fill(0);
@@ -85,15 +94,17 @@ fn walk(buf: &[u8], data: &[u8]) {
     }
 }
 
-/// The bytes as a meta page, as read and sealed.
+/// The bytes as a meta page of every page size, as read and sealed.
 pub fn meta(data: &[u8]) {
-    let mut buf = vec![0u8; PAGE_SIZE];
-    let n = data.len().min(PAGE_SIZE);
-    buf[..n].copy_from_slice(&data[..n]);
-    let _ = crate::meta::Meta::decode(&buf, 0);
-    page::seal(&mut buf);
-    let _ = crate::meta::Meta::decode(&buf, 0);
-    let _ = crate::meta::Meta::decode(&buf, 1);
+    for ps in PAGE_SIZES {
+        let mut buf = vec![0u8; ps];
+        let n = data.len().min(ps);
+        buf[..n].copy_from_slice(&data[..n]);
+        let _ = crate::meta::Meta::decode(&buf, 0);
+        page::seal(&mut buf);
+        let _ = crate::meta::Meta::decode(&buf, 0);
+        let _ = crate::meta::Meta::decode(&buf, 1);
+    }
 }
 
 /// The bytes as a log record at stream position 0, and as a payload.

@@ -77,7 +77,7 @@ pub use docs::{
 pub use engine::DATA_FILE;
 pub use error::{Error, Result};
 pub use os_cache::OsCache;
-pub use page::PAGE_SIZE;
+pub use page::{max_key_size, valid_page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 pub use statlog::{StatisticsLog, CONTROL_SOCKET, STATS_FILE_PREFIX, STATS_FILE_SUFFIX};
 pub use stats::{NamedStats, Stats};
 pub use txn::{ReadTxn, TxnRange, WriteTxn};

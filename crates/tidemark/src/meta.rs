@@ -9,7 +9,7 @@
 //! |--------|------|----------------|------------------------------------------------|
 //! | 32     | 8    | magic          | `b"TIDEMRK\x01"`                               |
 //! | 40     | 4    | format_version | [`FORMAT_VERSION`]                             |
-//! | 44     | 4    | page_size      | must equal [`PAGE_SIZE`]                       |
+//! | 44     | 4    | page_size      | the database's page size, chosen at creation   |
 //! | 48     | 8    | generation     | increases by one per durable checkpoint        |
 //! | 56     | 8    | epoch          | the epoch whose cut this checkpoint captured   |
 //! | 64     | 8    | next_pid       | page ids below this exist (or are free)        |
@@ -20,7 +20,8 @@
 //! | 92     | 8    | log_seg_size   | bytes per log segment file                     |
 
 use crate::error::{Error, Result};
-use crate::page::{self, get_u32, get_u64, put_u32, put_u64, PageKind, HEADER_SIZE, PAGE_SIZE};
+use crate::io::FileIo;
+use crate::page::{self, get_u32, get_u64, put_u32, put_u64, PageKind, HEADER_SIZE};
 
 /// Identifies a tidemark data file.
 pub(crate) const MAGIC: [u8; 8] = *b"TIDEMRK\x01";
@@ -55,12 +56,14 @@ pub(crate) struct Meta {
 }
 
 impl Meta {
+    /// Encodes into `buf`, one page of the database's page size.
     pub(crate) fn encode(&self, buf: &mut [u8]) {
         let slot = self.generation % 2;
         page::init(buf, PageKind::Meta, 0, slot);
         buf[MAGIC_OFFSET..MAGIC_OFFSET + 8].copy_from_slice(&MAGIC);
         put_u32(buf, VERSION_OFFSET, FORMAT_VERSION);
-        put_u32(buf, PAGE_SIZE_OFFSET, PAGE_SIZE as u32);
+        // A page size is at most MAX_PAGE_SIZE, so it fits in u32.
+        put_u32(buf, PAGE_SIZE_OFFSET, buf.len() as u32);
         put_u64(buf, GENERATION_OFFSET, self.generation);
         put_u64(buf, EPOCH_OFFSET, self.epoch);
         put_u64(buf, NEXT_PID_OFFSET, self.next_pid);
@@ -71,10 +74,11 @@ impl Meta {
         page::seal(buf);
     }
 
-    /// Decodes slot `slot`. `Ok(None)` when the block does not carry the
-    /// tidemark magic at all (foreign or never written).
+    /// Decodes slot `slot`, read as a page of `buf.len()` bytes. `Ok(None)`
+    /// when the block does not carry the tidemark magic at all (foreign or
+    /// never written).
     pub(crate) fn decode(buf: &[u8], slot: u64) -> Result<Option<Meta>> {
-        if buf[MAGIC_OFFSET..MAGIC_OFFSET + 8] != MAGIC {
+        if buf.len() < MAGIC_OFFSET + 8 || buf[MAGIC_OFFSET..MAGIC_OFFSET + 8] != MAGIC {
             return Ok(None);
         }
         page::check(buf, &[PageKind::Meta], slot, slot)?;
@@ -85,9 +89,10 @@ impl Meta {
             )));
         }
         let ps = get_u32(buf, PAGE_SIZE_OFFSET) as usize;
-        if ps != PAGE_SIZE {
+        if ps != buf.len() {
             return Err(Error::NotADatabase(format!(
-                "page size {ps}, this build uses {PAGE_SIZE}"
+                "meta page declares a page size of {ps} bytes, read as {}",
+                buf.len()
             )));
         }
         let m = Meta {
@@ -115,8 +120,6 @@ impl Meta {
     }
 }
 
-/// Chooses the durable meta from the two slots. Errors if neither is valid:
-/// `NotADatabase` when neither carries the magic, else the decode error.
 /// Whether `bytes`, the start of meta slot 1, can be a torn write of a new
 /// database's first meta page: empty, all zero, or the magic in place.
 pub(crate) fn torn_first_meta(bytes: &[u8]) -> bool {
@@ -131,6 +134,61 @@ pub(crate) fn torn_first_meta(bytes: &[u8]) -> bool {
     bytes[MAGIC_OFFSET..end] == MAGIC
 }
 
+/// The page size slot 0's header declares, if it carries the magic and a
+/// size this build takes (the checksum is not checked here: the slots are
+/// then read at that size and checked whole).
+fn declared_page_size(head: &[u8]) -> Option<usize> {
+    if head.len() < PAGE_SIZE_OFFSET + 4 || head[MAGIC_OFFSET..MAGIC_OFFSET + 8] != MAGIC {
+        return None;
+    }
+    Some(get_u32(head, PAGE_SIZE_OFFSET) as usize).filter(|&ps| page::valid_page_size(ps))
+}
+
+/// Reads the durable meta of a data file of `len` bytes, and its page
+/// size. The size slot 0 declares is tried first, then every other size
+/// this build takes (slot 0 may be torn, and slot 1 lies one page in):
+/// the first size at which a slot decodes whole, checksum and declared
+/// size included, is the file's. If none does, the error is the one met
+/// at the first size tried.
+pub(crate) fn read_durable(file: &dyn FileIo, len: u64) -> Result<(usize, Meta)> {
+    let mut head = [0u8; PAGE_SIZE_OFFSET + 4];
+    let have = head.len().min(usize::try_from(len).unwrap_or(usize::MAX));
+    file.read_exact_at(&mut head[..have], 0)?;
+    let declared = declared_page_size(&head[..have]);
+    let mut sizes = vec![declared.unwrap_or(page::DEFAULT_PAGE_SIZE)];
+    let mut ps = page::MIN_PAGE_SIZE;
+    while ps <= page::MAX_PAGE_SIZE {
+        if !sizes.contains(&ps) {
+            sizes.push(ps);
+        }
+        ps *= 2;
+    }
+    let mut first_err = None;
+    for ps in sizes {
+        if len < 2 * ps as u64 {
+            first_err.get_or_insert_with(|| {
+                Error::NotADatabase(format!(
+                    "the data file is {len} bytes: too short for two meta pages of {ps} bytes"
+                ))
+            });
+            continue;
+        }
+        let (mut a, mut b) = (vec![0u8; ps], vec![0u8; ps]);
+        file.read_exact_at(&mut a, 0)?;
+        file.read_exact_at(&mut b, ps as u64)?;
+        match choose(&a, &b) {
+            Ok(m) => return Ok((ps, m)),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    // The list of sizes is never empty, so an error was recorded.
+    Err(first_err.unwrap_or_else(|| Error::NotADatabase("no meta page".into())))
+}
+
+/// Chooses the durable meta from the two slots. Errors if neither is valid:
+/// `NotADatabase` when neither carries the magic, else the decode error.
 pub(crate) fn choose(slot0: &[u8], slot1: &[u8]) -> Result<Meta> {
     let a = Meta::decode(slot0, 0);
     let b = Meta::decode(slot1, 1);
@@ -147,6 +205,9 @@ pub(crate) fn choose(slot0: &[u8], slot1: &[u8]) -> Result<Meta> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    const PAGE_SIZE: usize = page::DEFAULT_PAGE_SIZE;
 
     fn m(generation: u64) -> Meta {
         Meta {
@@ -234,6 +295,64 @@ mod tests {
             crate::Database::open(dir.path()),
             Err(Error::NotADatabase(_))
         ));
+    }
+
+    /// A file of meta slots of `ps` bytes: slot 0 holding `slot0`'s bytes
+    /// (or generation 6), slot 1 generation 7.
+    fn slots_file(ps: usize, slot0: Option<&[u8]>) -> (tempfile::TempDir, Arc<dyn FileIo>) {
+        use crate::io::FileSystem;
+        let dir = tempfile::tempdir().unwrap();
+        let f = crate::io::OsFileSystem
+            .open(&dir.path().join("data"), true)
+            .unwrap();
+        let (mut a, mut b) = (vec![0u8; ps], vec![0u8; ps]);
+        m(6).encode(&mut a);
+        m(7).encode(&mut b);
+        if let Some(bytes) = slot0 {
+            a.fill(0);
+            a[..bytes.len()].copy_from_slice(bytes);
+        }
+        f.write_all_at(&a, 0).unwrap();
+        f.write_all_at(&b, ps as u64).unwrap();
+        // Blocks after the meta slots, as a database has.
+        f.write_all_at(&vec![0x5Au8; 4 * ps], 2 * ps as u64)
+            .unwrap();
+        (dir, f)
+    }
+
+    /// The page size is found from slot 0's header, or, with slot 0 torn or
+    /// never written, by trying each size until slot 1 decodes whole.
+    #[test]
+    fn the_page_size_is_read_from_the_file() {
+        for ps in [4096, 8192, 16384, 32768] {
+            let (_d, f) = slots_file(ps, None);
+            let (got, meta) = read_durable(&*f, f.len().unwrap()).unwrap();
+            assert_eq!((got, meta.generation), (ps, 7));
+            for slot0 in [&[][..], &[0xEE; 300][..]] {
+                let (_d, f) = slots_file(ps, Some(slot0));
+                let (got, meta) = read_durable(&*f, f.len().unwrap()).unwrap();
+                assert_eq!((got, meta.generation), (ps, 7), "pages of {ps}");
+            }
+            // Slot 0 declares another size: its checksum fails there, and
+            // slot 1 is found at the file's own size.
+            let mut lying = vec![0u8; ps];
+            m(6).encode(&mut lying);
+            put_u32(
+                &mut lying,
+                PAGE_SIZE_OFFSET,
+                if ps == 4096 { 8192 } else { 4096 },
+            );
+            let (_d, f) = slots_file(ps, Some(&lying[..64]));
+            let (got, _) = read_durable(&*f, f.len().unwrap()).unwrap();
+            assert_eq!(got, ps);
+        }
+        // A meta page read at a size other than the one it declares is
+        // refused, checksum or not.
+        let mut buf = vec![0u8; 8192];
+        m(7).encode(&mut buf);
+        put_u32(&mut buf, PAGE_SIZE_OFFSET, 4096);
+        page::seal(&mut buf);
+        assert!(matches!(Meta::decode(&buf, 1), Err(Error::NotADatabase(_))));
     }
 
     #[test]

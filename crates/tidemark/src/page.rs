@@ -5,7 +5,7 @@
 //!
 //! | offset | size | field     | meaning                                              |
 //! |--------|------|-----------|------------------------------------------------------|
-//! | 0      | 4    | checksum  | crc32c of bytes 4..PAGE_SIZE, or 4..image            |
+//! | 0      | 4    | checksum  | crc32c of bytes 4..page size, or 4..image           |
 //! | 4      | 1    | kind      | [`PageKind`]                                         |
 //! | 5      | 1    | level     | B+tree level: 0 = leaf, >0 = branch                  |
 //! | 6      | 2    | count     | number of cells (nodes) or payload entries           |
@@ -34,12 +34,41 @@
 
 use crate::error::{Error, Result};
 
-/// Size of every page and block, in bytes.
+/// Size of every page and block of a new database unless its builder
+/// chooses another ([`crate::Builder::page_size`]), in bytes.
 ///
 /// 16 KiB: keys may be up to 4 KiB, and a branch page must hold at least
-/// three maximal separators for splits to always make progress; 8 KiB cannot.
-/// It is also large enough that a tree over a terabyte has four levels.
-pub const PAGE_SIZE: usize = 16 * 1024;
+/// three maximal separators for splits to always make progress; 8 KiB
+/// cannot (it takes keys up to 2 KiB, see [`max_key_size`]). It is also
+/// large enough that a tree over a terabyte has four levels.
+pub const DEFAULT_PAGE_SIZE: usize = 16 * 1024;
+/// Smallest page size a database may have: the kernel's page, so that a
+/// page is never split across two page-cache pages.
+pub const MIN_PAGE_SIZE: usize = 4 * 1024;
+/// Largest page size a database may have: every in-page offset, and the
+/// page size itself, must fit the header's u16 fields.
+pub const MAX_PAGE_SIZE: usize = 32 * 1024;
+const _: () = assert!(MAX_PAGE_SIZE <= u16::MAX as usize);
+
+/// Whether `n` may be a database's page size: a power of two from
+/// [`MIN_PAGE_SIZE`] to [`MAX_PAGE_SIZE`].
+pub fn valid_page_size(n: usize) -> bool {
+    n.is_power_of_two() && (MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&n)
+}
+
+/// Longest key a database of pages of `page_size` bytes takes: a quarter
+/// of the page, at most 4 KiB (1 KiB for 4 KiB pages, 2 KiB for 8 KiB, 4
+/// KiB from 16 KiB up). A branch cell of a maximal key must fit a third of
+/// a node's room, so that a split always leaves two halves that fit; a
+/// quarter leaves room for the cell's header, slot and overflow reference.
+pub const fn max_key_size(page_size: usize) -> usize {
+    let q = page_size / 4;
+    if q < 4096 {
+        q
+    } else {
+        4096
+    }
+}
 
 const CHECKSUM_OFFSET: usize = 0;
 const KIND_OFFSET: usize = CHECKSUM_OFFSET + 4;
@@ -134,15 +163,15 @@ pub(crate) fn free_end(buf: &[u8]) -> usize {
     usize::from(get_u16(buf, FREE_END_OFFSET))
 }
 pub(crate) fn set_free_end(buf: &mut [u8], v: usize) {
-    debug_assert!(v <= PAGE_SIZE);
-    // PAGE_SIZE is 16 KiB, so every in-page offset fits in u16.
+    debug_assert!(v <= MAX_PAGE_SIZE);
+    // Pages are at most MAX_PAGE_SIZE (32 KiB), so every in-page offset fits in u16.
     put_u16(buf, FREE_END_OFFSET, v as u16);
 }
 pub(crate) fn garbage(buf: &[u8]) -> usize {
     usize::from(get_u16(buf, GARBAGE_OFFSET))
 }
 pub(crate) fn set_garbage(buf: &mut [u8], v: usize) {
-    debug_assert!(v <= PAGE_SIZE);
+    debug_assert!(v <= MAX_PAGE_SIZE);
     put_u16(buf, GARBAGE_OFFSET, v as u16);
 }
 
@@ -151,7 +180,7 @@ pub(crate) fn image(buf: &[u8]) -> usize {
     get_u32(buf, IMAGE_OFFSET) as usize
 }
 pub(crate) fn set_image(buf: &mut [u8], v: usize) {
-    debug_assert!(v <= PAGE_SIZE);
+    debug_assert!(v <= MAX_PAGE_SIZE);
     put_u32(buf, IMAGE_OFFSET, v as u32);
 }
 
@@ -161,7 +190,8 @@ pub(crate) fn init(buf: &mut [u8], kind: PageKind, level: u8, id: u64) {
     buf[KIND_OFFSET] = kind as u8;
     buf[LEVEL_OFFSET] = level;
     put_u64(buf, ID_OFFSET, id);
-    set_free_end(buf, PAGE_SIZE);
+    let end = buf.len();
+    set_free_end(buf, end);
 }
 
 /// Computes and stores the checksum of the whole page (stored whole, so
@@ -191,20 +221,21 @@ pub(crate) fn seal_image_parts(header: &mut [u8; HEADER_SIZE], rest: &[&[u8]]) {
 
 /// Checks a page just read from disk: checksum, kind and id. A packed node
 /// image passes as it is; [`crate::btree::node::unpack`] lays it out.
+/// `buf` is the whole block, one page long.
 ///
 /// `page` names the page in the error (logical id or block number).
 pub(crate) fn check(buf: &[u8], want_kind: &[PageKind], want_id: u64, page: u64) -> Result<()> {
-    if buf.len() != PAGE_SIZE {
+    if !valid_page_size(buf.len()) {
         return Err(Error::corruption(page, "short page"));
     }
     let image = image(buf);
-    if image != 0 && !(HEADER_SIZE..=PAGE_SIZE).contains(&image) {
+    if image != 0 && !(HEADER_SIZE..=buf.len()).contains(&image) {
         return Err(Error::corruption(
             page,
             format!("packed image length {image} out of range"),
         ));
     }
-    let end = if image == 0 { PAGE_SIZE } else { image };
+    let end = if image == 0 { buf.len() } else { image };
     let stored = get_u32(buf, CHECKSUM_OFFSET);
     let actual = crate::checksum::crc32c(&buf[KIND_OFFSET..end]);
     if stored != actual {
@@ -274,7 +305,7 @@ mod tests {
 
     #[test]
     fn seal_then_check_roundtrips_and_detects_flips() {
-        let mut buf = vec![0u8; PAGE_SIZE];
+        let mut buf = vec![0u8; DEFAULT_PAGE_SIZE];
         init(&mut buf, PageKind::Leaf, 0, 42);
         buf[100] = 7;
         seal(&mut buf);
@@ -287,7 +318,7 @@ mod tests {
             check(&buf, &[PageKind::Branch], 42, 42),
             Err(Error::Corruption { .. })
         ));
-        for at in [0usize, 4, 5, 100, PAGE_SIZE - 1] {
+        for at in [0usize, 4, 5, 100, DEFAULT_PAGE_SIZE - 1] {
             let mut bad = buf.clone();
             bad[at] ^= 0x10;
             assert!(
@@ -299,7 +330,7 @@ mod tests {
 
     #[test]
     fn zero_block_is_reported_as_unwritten() {
-        let buf = vec![0u8; PAGE_SIZE];
+        let buf = vec![0u8; DEFAULT_PAGE_SIZE];
         let err = check(&buf, &[PageKind::Leaf], 1, 1).unwrap_err();
         assert!(err.to_string().contains("never written"), "{err}");
     }

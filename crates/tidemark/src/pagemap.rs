@@ -6,8 +6,8 @@
 //! parent is untouched, and eviction never needs to find or latch a parent.
 //!
 //! On disk the map is a set of map-chunk pages (kind `MapChunk`, header id =
-//! chunk index), each holding `CHUNK_ENTRIES` little-endian u64 block
-//! numbers; block 0 means "no block". A checkpoint rewrites only the chunks
+//! chunk index), each holding [`chunk_entries`] little-endian u64 block
+//! numbers (as many as the database's page size holds); block 0 means "no block". A checkpoint rewrites only the chunks
 //! whose entries changed. A chain of directory pages (kind `MapDirectory`,
 //! `count` entries of u64 chunk blocks, `aux` = next directory block) lists
 //! the chunks; the meta page names the first directory block.
@@ -19,16 +19,27 @@ use std::sync::OnceLock;
 // the protocol between lookups, loads and eviction (`cache::loom_tests`).
 use crate::sync::{AtomicU32, AtomicU64};
 
-use crate::page::{HEADER_SIZE, PAGE_SIZE};
+use crate::page::{DEFAULT_PAGE_SIZE, HEADER_SIZE};
 
-/// Map entries per chunk page.
-pub(crate) const CHUNK_ENTRIES: usize = (PAGE_SIZE - HEADER_SIZE) / 8;
-/// Most chunks a map can have. The in-memory chunk table is allocated up
+/// Map entries per chunk page of a database of pages of `page_size` bytes.
+pub(crate) const fn chunk_entries(page_size: usize) -> usize {
+    (page_size - HEADER_SIZE) / 8
+}
+/// Entries per chunk of the map in memory: those of a chunk page of the
+/// default size, whatever the database's page size (a constant, so that
+/// every lookup divides by a constant).
+const CHUNK_ENTRIES: usize = chunk_entries(DEFAULT_PAGE_SIZE);
+/// Most chunks the map in memory can have. The chunk table is allocated up
 /// front (16 bytes per chunk slot), so this bounds its size at 1 MiB while
-/// allowing 2^16 * 2044 pages of 16 KiB: about 2 TiB of data.
-pub(crate) const MAX_CHUNKS: usize = 1 << 16;
+/// allowing 2^16 * 2044 page ids: about 2 TiB of pages of 16 KiB.
+const MAX_CHUNKS: usize = 1 << 16;
 /// Most page ids a database can have.
 pub(crate) const MAX_PIDS: u64 = (CHUNK_ENTRIES * MAX_CHUNKS) as u64;
+/// Most chunk pages the map of a database of pages of `page_size` bytes
+/// can have on disk: enough for [`MAX_PIDS`].
+pub(crate) const fn max_disk_chunks(page_size: usize) -> usize {
+    (MAX_PIDS as usize).div_ceil(chunk_entries(page_size))
+}
 /// Entries a chunk makes in memory: all of them, or a few in a loom model
 /// check, which tracks every atomic (page ids past them are out of range).
 #[cfg(not(loom))]
@@ -158,10 +169,6 @@ impl PageMap {
                 .is_ok()
         })
     }
-}
-
-pub(crate) fn chunk_of(pid: u64) -> usize {
-    (pid / CHUNK_ENTRIES as u64) as usize
 }
 
 #[cfg(all(test, not(loom)))]

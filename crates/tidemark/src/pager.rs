@@ -20,10 +20,11 @@ use crate::btree::node;
 use crate::error::{Error, Result};
 use crate::io::FileIo;
 use crate::os_cache::OsCache;
-use crate::page::{self, PageKind, PAGE_SIZE};
+use crate::page::{self, PageKind};
 use crate::pagemap::{self, PageMap, MAX_PIDS, NO_BLOCK};
 
-/// Smallest step, in blocks, by which the data file grows (16 MiB); larger
+/// Smallest step, in blocks, by which the data file grows (16 MiB of
+/// pages of 16 KiB; block counts here scale with the page size); larger
 /// files grow by an eighth of their size.
 const GROW_MIN_BLOCKS: u64 = 1024;
 
@@ -108,7 +109,7 @@ impl PopulatePace {
 }
 
 /// Padding written after a packed image.
-static ZEROS: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
+static ZEROS: [u8; page::MAX_PAGE_SIZE] = [0; page::MAX_PAGE_SIZE];
 
 thread_local! {
     /// Each thread's buffer for packing the node pages with dead cells it
@@ -191,7 +192,7 @@ const LENS_CHUNK_BLOCKS: u64 = 1 << 16;
 /// Chunks [`StoredLens`] can hold: files up to 4 TiB; blocks past that are
 /// read whole.
 const LENS_CHUNKS: usize = 1 << 12;
-const _: () = assert!(PAGE_SIZE <= u16::MAX as usize);
+const _: () = assert!(page::MAX_PAGE_SIZE <= u16::MAX as usize);
 
 /// How many bytes of each block of the data file hold its page, exactly, as
 /// last written or read by this process (0: not known). A node page is
@@ -240,8 +241,8 @@ impl StoredLens {
     /// Records that the page in `block` takes its first `len` bytes.
     fn set(&self, block: u64, len: usize) {
         if let Some(l) = self.slot(block, true) {
-            // At most PAGE_SIZE, which fits (asserted above).
-            l.store(len.min(PAGE_SIZE) as u16, Ordering::Relaxed);
+            // At most MAX_PAGE_SIZE, which fits (asserted above).
+            l.store(len.min(page::MAX_PAGE_SIZE) as u16, Ordering::Relaxed);
         }
     }
 }
@@ -250,7 +251,7 @@ impl StoredLens {
 /// image of a packed page, else the whole block.
 fn stored_len(buf: &[u8]) -> usize {
     match page::image(buf) {
-        0 => PAGE_SIZE,
+        0 => buf.len(),
         image => image,
     }
 }
@@ -273,6 +274,11 @@ pub(crate) struct PagerCounters {
 }
 
 pub(crate) struct Pager {
+    /// Bytes of every page and block of this database (its meta page
+    /// records it; chosen at creation).
+    pub(crate) page_size: usize,
+    /// Map entries per chunk page at this page size.
+    chunk_entries: usize,
     pub(crate) file: Arc<dyn FileIo>,
     pub(crate) map: PageMap,
     pub(crate) alloc: BlockAlloc,
@@ -338,6 +344,7 @@ struct PidFree {
 
 impl Pager {
     pub(crate) fn new(
+        page_size: usize,
         file: Arc<dyn FileIo>,
         map: PageMap,
         alloc: BlockAlloc,
@@ -347,8 +354,11 @@ impl Pager {
     ) -> Self {
         // The length was read at open; a failure here only costs an early
         // (harmless) growth step.
-        let file_blocks = file.len().map_or(0, |l| l / PAGE_SIZE as u64);
+        debug_assert!(page::valid_page_size(page_size));
+        let file_blocks = file.len().map_or(0, |l| l / page_size as u64);
         Pager {
+            page_size,
+            chunk_entries: pagemap::chunk_entries(page_size),
             file,
             map,
             alloc,
@@ -380,6 +390,21 @@ impl Pager {
         }
     }
 
+    /// The map chunk page that holds `pid`'s entry.
+    pub(crate) fn chunk_of(&self, pid: u64) -> usize {
+        (pid / self.chunk_entries as u64) as usize
+    }
+
+    /// Map entries per chunk page.
+    pub(crate) fn chunk_entries(&self) -> usize {
+        self.chunk_entries
+    }
+
+    /// A zeroed buffer of one page.
+    pub(crate) fn page_buf(&self) -> Vec<u8> {
+        vec![0u8; self.page_size]
+    }
+
     /// Sets the rule for the file's pages in the OS cache and applies it.
     pub(crate) fn set_os_cache(&mut self, policy: OsCache, limit: Option<u64>, cache_bytes: u64) {
         self.os_cache.policy = policy;
@@ -392,7 +417,7 @@ impl Pager {
     /// whenever the length changes (with `grow` held, or at open).
     fn review_os_cache(&self) {
         let r = &self.os_cache;
-        let len = self.file_blocks.load(Ordering::Acquire) * PAGE_SIZE as u64;
+        let len = self.file_blocks.load(Ordering::Acquire) * self.page_size as u64;
         let want = r.policy.drops(r.limit, r.cache_bytes, len);
         if want != r.dropping.load(Ordering::Relaxed) {
             let on = self.file.set_drop_behind(want);
@@ -426,7 +451,7 @@ impl Pager {
         let mut len = before;
         let mut cut = Ok(());
         if after < before {
-            cut = self.file.set_len(after * PAGE_SIZE as u64);
+            cut = self.file.set_len(after * self.page_size as u64);
             if cut.is_ok() {
                 // The file is this long now, whether or not the sync holds.
                 len = after;
@@ -527,7 +552,7 @@ impl Pager {
     ) {
         let old = self.map.swap_block(pid, block);
         if !same_as_checkpoint {
-            st.dirty_chunks.insert(pagemap::chunk_of(pid));
+            st.dirty_chunks.insert(self.chunk_of(pid));
         }
         if let Some(r) = st.running.as_mut() {
             r.map_before.entry(pid).or_insert(old);
@@ -549,13 +574,13 @@ impl Pager {
         let known = self.stored.get(block);
         let mut read = 0;
         let mut laid_out = false;
-        if (1..PAGE_SIZE).contains(&known) {
+        if (1..self.page_size).contains(&known) {
             read += known;
             laid_out = self.read_packed(block, pid, buf, known, kinds)?;
         }
         if !laid_out {
             self.read_block(block, buf, pid)?;
-            read += PAGE_SIZE;
+            read += self.page_size;
             page::check(buf, kinds, pid, pid)?;
             self.stored.set(block, stored_len(buf));
             if matches!(page::kind(buf), Some(PageKind::Leaf | PageKind::Branch)) {
@@ -586,10 +611,10 @@ impl Pager {
         known: usize,
         kinds: &[PageKind],
     ) -> Result<bool> {
-        let tail = PAGE_SIZE - known;
+        let tail = self.page_size - known;
         match self
             .file
-            .read_exact_at(&mut buf[tail..], block * PAGE_SIZE as u64)
+            .read_exact_at(&mut buf[tail..], block * self.page_size as u64)
         {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
@@ -609,7 +634,7 @@ impl Pager {
     /// image: what it has is read and the rest of `buf` zeroed (the
     /// checksum then decides).
     pub(crate) fn read_block(&self, block: u64, buf: &mut [u8], page: u64) -> Result<()> {
-        let at = block * PAGE_SIZE as u64;
+        let at = block * self.page_size as u64;
         match self.file.read_exact_at(buf, at) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -689,7 +714,7 @@ impl Pager {
     /// Returns whether there is more to do at once; `false` also when the
     /// pace asks to wait.
     pub(crate) fn prepare_ahead(&self) -> Result<bool> {
-        let page = PAGE_SIZE as u64;
+        let page = self.page_size as u64;
         let r = self.reserve.load(Ordering::Relaxed);
         let ahead = self.alloc.growth_ahead();
         let want = self.alloc.used() + r + r / 2 + ahead;
@@ -750,13 +775,13 @@ impl Pager {
     /// near a full disk.
     fn grow_exactly(&self, have: u64, need: u64, want: u64) -> std::io::Result<u64> {
         debug_assert!(have < need && need <= want);
-        match self.file.preallocate(want * PAGE_SIZE as u64) {
+        match self.file.preallocate(want * self.page_size as u64) {
             Ok(()) => Ok(want),
             // Near a full disk the large step does not fit: grow by what
             // is needed, so the space left is still used.
             Err(e) if crate::error::io_is_disk_full(&e) && want > need => self
                 .file
-                .preallocate(need * PAGE_SIZE as u64)
+                .preallocate(need * self.page_size as u64)
                 .map(|()| need),
             Err(e) => Err(e),
         }
@@ -792,7 +817,8 @@ impl Pager {
                 Ok(())
             }
             Err(e) if crate::error::io_is_disk_full(&e) => Err(Error::DiskFull(format!(
-                "the data file needs room for {blocks} more blocks of {PAGE_SIZE} bytes ({e})"
+                "the data file needs room for {blocks} more blocks of {} bytes ({e})",
+                self.page_size
             ))),
             Err(e) => Err(e.into()),
         }
@@ -851,7 +877,7 @@ impl Pager {
             self.alloc.free(b, self.epoch.load(Ordering::Acquire));
             return Err(e);
         }
-        let at = b * PAGE_SIZE as u64;
+        let at = b * self.page_size as u64;
         let node = matches!(page::kind(buf), Some(PageKind::Leaf | PageKind::Branch));
         // The whole block, zeros after the image: a checkpoint's write (not
         // `fresh`) and a block's first write since open (see above).
@@ -860,7 +886,7 @@ impl Pager {
         let written = if let Some(p) = parts {
             // No dead cells: write the image from the frame's own bytes,
             // without packing it into a copy first.
-            let len = if whole { PAGE_SIZE } else { p.padded() };
+            let len = if whole { self.page_size } else { p.padded() };
             let pad = &ZEROS[..len - p.image];
             self.file
                 .write_all_vectored_at(&[&p.header, p.slots, p.cells, pad], at)
@@ -868,15 +894,16 @@ impl Pager {
         } else if node {
             let mut image = PACKED
                 .take()
-                .unwrap_or_else(|| vec![0u8; PAGE_SIZE].into_boxed_slice());
+                .filter(|b| b.len() >= self.page_size)
+                .unwrap_or_else(|| vec![0u8; self.page_size].into_boxed_slice());
             let len = node::pack(buf, &mut image);
             let stored = stored_len(&image);
             let len = if !whole {
                 len
             } else {
                 // Past `len` the buffer holds an earlier page's bytes.
-                image[len..].fill(0);
-                PAGE_SIZE
+                image[len..self.page_size].fill(0);
+                self.page_size
             };
             let r = self
                 .file
@@ -887,7 +914,7 @@ impl Pager {
         } else {
             page::seal(buf);
             let r = self.file.write_all_at(buf, at);
-            r.map(|()| (PAGE_SIZE, PAGE_SIZE))
+            r.map(|()| (self.page_size, self.page_size))
         };
         let (written, stored) = match written {
             Ok(n) => n,
@@ -916,6 +943,8 @@ impl Pager {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const PAGE_SIZE: usize = page::DEFAULT_PAGE_SIZE;
     use std::sync::Arc;
 
     /// A data file that keeps no bytes: it records its length and the
@@ -970,7 +999,15 @@ mod tests {
         let f = Arc::new(Recorder::default());
         f.set_len(blocks * PAGE_SIZE as u64).unwrap();
         let alloc = BlockAlloc::new(std::iter::empty()).expect("no blocks used yet");
-        let p = Pager::new(f.clone(), PageMap::new(), alloc, 1, 3, Vec::new());
+        let p = Pager::new(
+            PAGE_SIZE,
+            f.clone(),
+            PageMap::new(),
+            alloc,
+            1,
+            3,
+            Vec::new(),
+        );
         (f, p)
     }
 
@@ -1167,7 +1204,15 @@ mod tests {
             f.set_len(64 * PAGE_SIZE as u64).unwrap();
         }
         let alloc = BlockAlloc::new(std::iter::empty()).expect("no blocks used yet");
-        Pager::new(f.clone(), PageMap::new(), alloc, 1, 3, Vec::new())
+        Pager::new(
+            PAGE_SIZE,
+            f.clone(),
+            PageMap::new(),
+            alloc,
+            1,
+            3,
+            Vec::new(),
+        )
     }
 
     fn map(p: &Pager, pid: u64, block: u64) {

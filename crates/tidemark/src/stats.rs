@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::engine::Engine;
-use crate::page::PAGE_SIZE;
 
 /// Operations counted by kind, and per table and per collection.
 #[derive(Default)]
@@ -215,6 +214,9 @@ pub struct Stats {
     /// Write-backs of the data file between checkpoints
     /// (`Builder::write_back_interval`).
     pub data_write_backs: u64,
+    /// Bytes of every page of this database, chosen when it was created
+    /// (`Builder::page_size`).
+    pub page_size: u64,
     /// Size of the data file in bytes.
     pub file_size: u64,
     /// Bytes of free blocks inside the data file.
@@ -327,7 +329,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
     let v = &e.versions.counters;
     // Preallocated blocks past the last allocated one are free space too.
     let file_blocks = e.pager.file_blocks().max(a.file_blocks);
-    let page = PAGE_SIZE as u64;
+    let page = e.pager.page_size as u64;
     let ld = |x: &std::sync::atomic::AtomicU64| x.load(Ordering::Relaxed);
     let log = e.wal.stats();
     let o = &e.ops;
@@ -345,13 +347,14 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         ops_doc_replace: ld(&o.doc_replaces),
         ops_doc_delete: ld(&o.doc_deletes),
         statistics_log_errors: ld(&o.statlog_errors),
-        cache_eviction_target: (cfg.target * PAGE_SIZE) as u64,
-        cache_eviction_trigger: (cfg.trigger * PAGE_SIZE) as u64,
-        cache_dirty_target: (cfg.dirty_target * PAGE_SIZE) as u64,
-        cache_dirty_trigger: (cfg.dirty_trigger * PAGE_SIZE) as u64,
+        cache_eviction_target: cfg.target as u64 * page,
+        cache_eviction_trigger: cfg.trigger as u64 * page,
+        cache_dirty_target: cfg.dirty_target as u64 * page,
+        cache_dirty_trigger: cfg.dirty_trigger as u64 * page,
         tables: OpCounters::list(&o.tables),
         collections: OpCounters::list(&o.collections),
-        cache_size: (e.pool.cfg.frames * PAGE_SIZE) as u64,
+        page_size: page,
+        cache_size: cfg.frames as u64 * page,
         cache_bytes_used: e.pool.used.load(Ordering::Relaxed) as u64 * page,
         cache_bytes_dirty: e.pool.dirty.load(Ordering::Relaxed) as u64 * page,
         cache_bytes_peak: p.peak_used.load(Ordering::Relaxed) as u64 * page,
@@ -471,6 +474,7 @@ impl Stats {
             ("checkpoint_pages_written", self.checkpoint_pages_written),
             ("checkpoint_running", u64::from(self.checkpoint_running)),
             ("data_write_backs", self.data_write_backs),
+            ("page_size", self.page_size),
             ("file_size", self.file_size),
             ("file_free_bytes", self.file_free_bytes),
             ("file_limbo_bytes", self.file_limbo_bytes),

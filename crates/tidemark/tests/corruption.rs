@@ -7,10 +7,14 @@ use std::sync::Arc;
 
 use common::SimFs;
 use tidemark::io::FileSystem;
-use tidemark::{Error, DATA_FILE, PAGE_SIZE};
+use tidemark::{Error, DATA_FILE, DEFAULT_PAGE_SIZE as PAGE_SIZE};
 
-fn build(fs: &SimFs, dir: &std::path::Path) {
+/// Page sizes the damage tests run at: the smallest and the default.
+const SIZES: [usize; 2] = [4096, PAGE_SIZE];
+
+fn build(fs: &SimFs, dir: &std::path::Path, page_size: usize) {
     let db = common::small_builder()
+        .page_size(page_size)
         .file_system(Arc::new(fs.clone()))
         .open(dir)
         .unwrap();
@@ -24,15 +28,21 @@ fn build(fs: &SimFs, dir: &std::path::Path) {
 
 #[test]
 fn flipped_bytes_in_any_block_give_corruption_not_panic() {
+    for ps in SIZES {
+        flipped_bytes_in_any_block(ps);
+    }
+}
+
+fn flipped_bytes_in_any_block(ps: usize) {
     let dir = tempfile::tempdir().unwrap();
     let fs = SimFs::new();
-    build(&fs, dir.path());
+    build(&fs, dir.path(), ps);
     let path = dir.path().join(DATA_FILE);
-    let blocks = fs.with_file(&path, |d| d.len() / PAGE_SIZE);
+    let blocks = fs.with_file(&path, |d| d.len() / ps);
     let mut detected = 0;
     for blk in 2..blocks {
         let img = fs.crash_image(false);
-        img.with_file(&path, |d| d[blk * PAGE_SIZE + 100 + blk % 1000] ^= 0x5A);
+        img.with_file(&path, |d| d[blk * ps + 100 + blk % (ps / 16)] ^= 0x5A);
         let opened = common::small_builder()
             .file_system(Arc::new(img.clone()))
             .open(dir.path());
@@ -41,7 +51,7 @@ fn flipped_bytes_in_any_block_give_corruption_not_panic() {
                 detected += 1; // a map or directory block
                 continue;
             }
-            Err(e) => panic!("block {blk}: unexpected error {e}"),
+            Err(e) => panic!("pages of {ps}, block {blk}: unexpected error {e}"),
             Ok(db) => db,
         };
         let report = db.verify().unwrap();
@@ -66,7 +76,11 @@ fn flipped_bytes_in_any_block_give_corruption_not_panic() {
             );
         } else {
             // The block was free (an old copy): nothing may have changed.
-            assert_eq!(scan.unwrap().len(), 3001, "block {blk}: undetected damage");
+            assert_eq!(
+                scan.unwrap().len(),
+                3001,
+                "pages of {ps}, block {blk}: undetected damage"
+            );
         }
     }
     assert!(
@@ -77,19 +91,21 @@ fn flipped_bytes_in_any_block_give_corruption_not_panic() {
 
 #[test]
 fn both_meta_pages_damaged_is_an_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let fs = SimFs::new();
-    build(&fs, dir.path());
-    let path = dir.path().join(DATA_FILE);
-    fs.with_file(&path, |d| {
-        d[200] ^= 1;
-        d[PAGE_SIZE + 200] ^= 1;
-    });
-    let err = common::small_builder()
-        .file_system(Arc::new(fs))
-        .open(dir.path())
-        .unwrap_err();
-    assert!(matches!(err, Error::Corruption { .. }), "{err}");
+    for ps in SIZES {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = SimFs::new();
+        build(&fs, dir.path(), ps);
+        let path = dir.path().join(DATA_FILE);
+        fs.with_file(&path, |d| {
+            d[200] ^= 1;
+            d[ps + 200] ^= 1;
+        });
+        let err = common::small_builder()
+            .file_system(Arc::new(fs))
+            .open(dir.path())
+            .unwrap_err();
+        assert!(matches!(err, Error::Corruption { .. }), "{err}");
+    }
 }
 
 #[test]
@@ -113,7 +129,7 @@ fn foreign_and_truncated_files_are_refused() {
 fn truncating_a_real_database_is_detected() {
     let dir = tempfile::tempdir().unwrap();
     let fs = SimFs::new();
-    build(&fs, dir.path());
+    build(&fs, dir.path(), PAGE_SIZE);
     let path = dir.path().join(DATA_FILE);
     // The file is preallocated past its last written block; cut half of
     // the part that holds pages, not half of a zero tail.
@@ -137,6 +153,12 @@ fn truncating_a_real_database_is_detected() {
 
 #[test]
 fn an_interrupted_creation_is_started_again() {
+    for ps in SIZES {
+        an_interrupted_creation_at(ps);
+    }
+}
+
+fn an_interrupted_creation_at(ps: usize) {
     let dir = tempfile::tempdir().unwrap();
     let fs = SimFs::new();
     // The first meta page's write was cut short: the first half of slot 1
@@ -144,28 +166,29 @@ fn an_interrupted_creation_is_started_again() {
     {
         let full = SimFs::new();
         common::small_builder()
+            .page_size(ps)
             .file_system(Arc::new(full.clone()))
             .open(dir.path())
             .unwrap()
             .close()
             .unwrap();
-        let slot1 = full.with_file(&dir.path().join(DATA_FILE), |d| {
-            d[PAGE_SIZE..PAGE_SIZE + PAGE_SIZE / 2].to_vec()
-        });
+        let slot1 = full.with_file(&dir.path().join(DATA_FILE), |d| d[ps..ps + ps / 2].to_vec());
         use tidemark::io::FileSystem;
         let f = fs.open(&dir.path().join(DATA_FILE), true).unwrap();
-        f.write_all_at(&slot1, PAGE_SIZE as u64).unwrap();
+        f.write_all_at(&slot1, ps as u64).unwrap();
     }
     let db = common::small_builder()
+        .page_size(ps)
         .file_system(Arc::new(fs.clone()))
         .open(dir.path())
         .expect("a creation that never finished is redone");
+    assert_eq!(db.page_size(), ps);
     db.table("t").unwrap().put(b"k", b"v").unwrap();
     assert!(db.verify().unwrap().is_ok());
     db.close().unwrap();
     // The same bytes with anything in slot 0 are someone else's file.
     let path = dir.path().join(DATA_FILE);
-    std::fs::write(&path, [vec![1u8; PAGE_SIZE], vec![0u8; 100]].concat()).unwrap();
+    std::fs::write(&path, [vec![1u8; ps], vec![0u8; 100]].concat()).unwrap();
     assert!(matches!(
         tidemark::Database::open(dir.path()),
         Err(Error::NotADatabase(_))

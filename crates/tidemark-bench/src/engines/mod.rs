@@ -69,6 +69,8 @@ pub struct Config {
     /// Threads that will take a worker (engines with per-connection caches
     /// divide the budget among them).
     pub threads: usize,
+    /// Page size of a tidemark database (the other engines keep theirs).
+    pub tidemark_page_size: usize,
 }
 
 /// One write of a commit.

@@ -26,6 +26,7 @@ impl Tidemark {
         };
         let db = Database::builder()
             .cache_size(cfg.cache_bytes)
+            .page_size(cfg.tidemark_page_size)
             .durability(durability)
             .statistics_log(None)
             .open(dir)?;

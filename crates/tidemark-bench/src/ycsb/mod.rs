@@ -158,6 +158,8 @@ pub struct Args {
     pub distribution: Option<Dist>,
     /// Each engine process's memory cgroup limit, MB (heap and page cache).
     pub memory_limit_mb: Option<u64>,
+    /// Page size of tidemark's database, bytes.
+    pub tidemark_page_size: usize,
     /// The cgroup a child joins before it opens its engine.
     pub cgroup: Option<PathBuf>,
     pub json: bool,
@@ -435,6 +437,7 @@ pub fn child(a: &Args) -> BoxResult<bool> {
         .join(format!("tidemark-ycsb-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&path);
     let cfg = Config {
+        tidemark_page_size: a.tidemark_page_size,
         cache_bytes: a.cache_mb << 20,
         durability: a.durability,
         threads: a.threads,
@@ -493,6 +496,7 @@ fn spawn_child(a: &Args, engine: &str) -> BoxResult<Result<Vec<Phase>, String>> 
         .args(["--threads", &a.threads.to_string()])
         .args(["--durability", a.durability.name()])
         .args(["--cache-mb", &a.cache_mb.to_string()])
+        .args(["--tidemark-page-size", &a.tidemark_page_size.to_string()])
         .args(["--value-size", &a.value_size.to_string()])
         .args(["--seed", &a.seed.to_string()])
         .args(["--max-secs", &a.max_secs.to_string()])
@@ -611,11 +615,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             .map(|s| s.ops_per_sec);
         if !a.json {
             println!(
-                "\nYCSB {}{} ({} records, {} ops, {} threads, {} B values, durability {}, cache {} MB{}, median of {} rounds)",
+                "\nYCSB {}{} ({} records, {} ops, {} threads, {} B values, durability {}, cache {} MB{}, tidemark pages of {} B, median of {} rounds)",
                 if p == "load" { "load".to_string() } else { format!("workload {}", p.to_uppercase()) },
                 a.distribution.map_or(String::new(), |d| format!(" ({} requests)", d.name())),
                 a.records, a.ops, a.threads, a.value_size, a.durability.name(), a.cache_mb,
                 a.memory_limit_mb.map_or(String::new(), |m| format!(", {m} MB per process in all")),
+                a.tidemark_page_size,
                 a.rounds
             );
             println!(
@@ -698,6 +703,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let figures = json!({
         "records": a.records, "ops": a.ops, "threads": a.threads, "value_size": a.value_size,
         "durability": a.durability.name(), "cache_mb": a.cache_mb, "rounds": a.rounds, "seed": a.seed,
+        "tidemark_page_size": a.tidemark_page_size,
         "distribution": a.distribution.map(Dist::name),
         "memory_limit_mb": a.memory_limit_mb,
         "phases": tables,

@@ -40,8 +40,11 @@ from .errors import (
 
 __version__: str = _tidemark.VERSION
 
-#: Longest key of a table, in bytes.
+#: Longest key of a table, in bytes, at the default page size (the most any
+#: database takes; ``Database.max_key_size`` is one database's limit).
 MAX_KEY_SIZE: int = _tidemark.MAX_KEY_SIZE
+#: Page size of a new database unless ``page_size`` chooses another.
+DEFAULT_PAGE_SIZE: int = _tidemark.DEFAULT_PAGE_SIZE
 #: Longest value of a table, in bytes.
 MAX_VALUE_SIZE: int = _tidemark.MAX_VALUE_SIZE
 #: Largest document, in bytes of BSON (as in MongoDB).
@@ -997,7 +1000,10 @@ class Database:
     limit, such as a container's, that the data file outgrows, the file's
     pages leave the OS page cache behind each read and write; ``"keep"``:
     never; ``"drop"``: always, on Linux 6.14 and later),
-    ``log_segment_size`` (bytes or string),
+    ``log_segment_size`` (bytes or string), ``page_size`` (bytes of
+    every page of a new database: 4096, 8192, 16384, the default, or
+    32768; keys may take a quarter of a page, at most 4 KiB; an existing
+    database keeps its own),
     ``version_budget`` (percent of the cache old versions may hold),
     ``statistics_log`` (True: a line of every counter each 10 s in the
     database directory; False: off; or ``{"interval": seconds, "path":
@@ -1023,6 +1029,7 @@ class Database:
         write_back_interval: Optional[float] = None,
         os_cache: Optional[str] = None,
         log_segment_size: Union[int, str, None] = None,
+        page_size: Union[int, str, None] = None,
         version_budget: Optional[int] = None,
         statistics_log: Union[bool, Mapping] = True,
         control_socket: bool = False,
@@ -1051,6 +1058,7 @@ class Database:
             write_back_interval=write_back_interval,
             os_cache=os_cache,
             log_segment_size=None if log_segment_size is None else parse_size(log_segment_size),
+            page_size=None if page_size is None else parse_size(page_size),
             version_budget=version_budget,
             statistics_log=stats_on,
             statistics_interval=None if stats_interval is None else float(stats_interval),
@@ -1072,6 +1080,16 @@ class Database:
     @property
     def durability(self) -> str:
         return self._native.durability
+
+    @property
+    def page_size(self) -> int:
+        """Bytes of every page, chosen when the database was created."""
+        return self._native.page_size
+
+    @property
+    def max_key_size(self) -> int:
+        """Bytes of the longest key this database takes."""
+        return self._native.max_key_size
 
     @property
     def closed(self) -> bool:
@@ -1216,6 +1234,7 @@ __all__ = [
     "ASCENDING",
     "DESCENDING",
     "MAX_KEY_SIZE",
+    "DEFAULT_PAGE_SIZE",
     "MAX_VALUE_SIZE",
     "MAX_DOCUMENT_SIZE",
     "errors",

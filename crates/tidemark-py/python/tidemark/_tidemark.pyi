@@ -10,6 +10,7 @@ from os import PathLike
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 MAX_KEY_SIZE: int
+DEFAULT_PAGE_SIZE: int
 MAX_VALUE_SIZE: int
 MAX_DOCUMENT_SIZE: int
 VERSION: str
@@ -32,6 +33,7 @@ class Database:
         write_back_interval: Optional[float] = ...,
         os_cache: Optional[str] = ...,
         log_segment_size: Optional[int] = ...,
+        page_size: Optional[int] = ...,
         version_budget: Optional[int] = ...,
         statistics_log: bool = ...,
         statistics_interval: Optional[float] = ...,
@@ -40,6 +42,10 @@ class Database:
     ) -> None: ...
     @property
     def path(self) -> str: ...
+    @property
+    def page_size(self) -> int: ...
+    @property
+    def max_key_size(self) -> int: ...
     @property
     def durability(self) -> str: ...
     @property

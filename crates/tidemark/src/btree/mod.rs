@@ -30,8 +30,11 @@ use node::LeafValue;
 /// Deepest tree we follow. A corrupted file with a cycle of branch pages
 /// would otherwise loop forever; 16-KiB pages reach 2 TiB in 5 levels.
 const MAX_DEPTH: usize = 32;
-/// Worst-case separator cell a branch may have to take in a split.
-const MAX_BRANCH_CELL: usize = 10 + node::MAX_KEY_SIZE;
+/// Worst-case separator cell a branch of `page_size` bytes may have to
+/// take in a split.
+const fn max_branch_cell(page_size: usize) -> usize {
+    10 + page::max_key_size(page_size)
+}
 
 /// What an attempt to merge two siblings found.
 enum Merge {
@@ -312,7 +315,7 @@ impl<'a> Tree<'a> {
             let safe = if node::is_leaf(cw.bytes()) {
                 Self::leaf_fits(cw.bytes(), key, cell)
             } else {
-                node::can_insert(cw.bytes(), MAX_BRANCH_CELL)
+                node::can_insert(cw.bytes(), max_branch_cell(cw.bytes().len()))
             };
             path.push((w, idx));
             if safe {
@@ -449,7 +452,9 @@ impl<'a> Tree<'a> {
                 if page::count(w.bytes()) == 0 && !root {
                     drop(w);
                     self.unlink_empty_leaf(key)?;
-                } else if !root && node::crossed_merge_mark(used_before, node::used(w.bytes())) {
+                } else if !root
+                    && node::crossed_merge_mark(w.bytes().len(), used_before, node::used(w.bytes()))
+                {
                     // Once per fall below a mark, not on every delete
                     // under it: a leaf draining from one end (a queue)
                     // beside a full sibling tries twice, then empties.
@@ -536,7 +541,7 @@ impl<'a> Tree<'a> {
 
     /// Merges the node at `level` on `key`'s path (a leaf at level 0) with
     /// a sibling under the same parent, if it is still under
-    /// [`node::MERGE_BELOW`] and the two fit in [`node::MERGE_FILL_MAX`]:
+    /// [`node::merge_below`] and the two fit in [`node::merge_fill_max`]:
     /// the next sibling first, else the one before. The right one's cells
     /// move to the left one (a branch's with the parent's separator between
     /// them), the separator leaves the parent, and the right page is freed.
@@ -580,7 +585,7 @@ impl<'a> Tree<'a> {
             };
         }
         let level = page::level(g.bytes());
-        if node::crossed_merge_mark(before, node::used(g.bytes())) {
+        if node::crossed_merge_mark(g.bytes().len(), before, node::used(g.bytes())) {
             drop(g);
             self.merge_underfull(key, level)?;
         }
@@ -614,7 +619,7 @@ impl<'a> Tree<'a> {
 
     /// Merges children `li` and `li + 1` of branch `g` if the one on the
     /// deleting key's path (the left one when `left_on_path`) is under
-    /// [`node::MERGE_BELOW`] and the two fit.
+    /// [`node::merge_below`] and the two fit.
     fn merge_pair(&self, g: &mut PageWrite<'a>, li: usize, left_on_path: bool) -> Result<Merge> {
         let (lp, rp) = (node::child(g.bytes(), li), node::child(g.bytes(), li + 1));
         let mut lw = self.pool.fix_exclusive(self.pager, lp)?;
@@ -622,7 +627,7 @@ impl<'a> Tree<'a> {
         let rw = self.pool.fix_exclusive(self.pager, rp)?;
         check_child_level(g.bytes(), rw.bytes(), rp)?;
         let on_path = if left_on_path { &lw } else { &rw };
-        if node::used(on_path.bytes()) >= node::MERGE_BELOW {
+        if node::used(on_path.bytes()) >= node::merge_below(on_path.bytes().len()) {
             return Ok(Merge::NotUnder);
         }
         if !node::can_merge(lw.bytes(), rw.bytes(), node::key(g.bytes(), li)) {

@@ -20,25 +20,42 @@
 //! n + 1 children: the header's `aux` is the leftmost child (keys below the
 //! first separator); cell i's child holds keys >= cell i's key.
 
-use crate::page::{self, get_u16, get_u32, get_u64, put_u16, PageKind, HEADER_SIZE, PAGE_SIZE};
+use crate::page::{self, get_u16, get_u32, get_u64, put_u16, PageKind, HEADER_SIZE};
 
-/// Bytes usable for slots and cells in a node.
-pub(crate) const USABLE: usize = PAGE_SIZE - HEADER_SIZE;
-/// Largest cell, slot included, that a node accepts: a third of the usable
-/// space, so a full node always holds at least two cells and every split of
-/// a full node plus one more cell leaves two halves that fit.
-pub(crate) const MAX_CELL: usize = USABLE / 3;
+/// Bytes usable for slots and cells in a node of `page_size` bytes.
+pub(crate) const fn usable(page_size: usize) -> usize {
+    page_size - HEADER_SIZE
+}
+/// Largest cell, slot included, that a node of `page_size` bytes accepts: a
+/// third of the usable space, so a full node always holds at least two
+/// cells and every split of a full node plus one more cell leaves two
+/// halves that fit.
+pub(crate) const fn max_cell(page_size: usize) -> usize {
+    usable(page_size) / 3
+}
 const SLOT: usize = 2;
 const LEAF_CELL_HEADER: usize = 7;
 const BRANCH_CELL_HEADER: usize = 10;
 const OVERFLOW_REF: usize = 8;
 
-/// Maximum key length in bytes. A branch cell of a maximal key, with its
-/// header and slot, must fit the largest cell a node takes (a third of a
-/// page's usable space, so that a split always leaves two halves that fit).
-pub const MAX_KEY_SIZE: usize = 4096;
-const _: () = assert!(BRANCH_CELL_HEADER + MAX_KEY_SIZE + SLOT <= MAX_CELL);
-const _: () = assert!(LEAF_CELL_HEADER + MAX_KEY_SIZE + OVERFLOW_REF + SLOT <= MAX_CELL);
+/// Maximum key length in bytes of a database of the default page size, and
+/// the longest any database takes: a database's own limit follows its page
+/// size ([`page::max_key_size`], [`crate::Database::max_key_size`]). A
+/// branch cell of a maximal key, with its header and slot, must fit the
+/// largest cell a node takes (a third of a page's usable space, so that a
+/// split always leaves two halves that fit).
+pub const MAX_KEY_SIZE: usize = page::max_key_size(page::DEFAULT_PAGE_SIZE);
+
+/// Whether keys of up to [`page::max_key_size`] bytes fit the cells of a
+/// node of `page_size` bytes.
+const fn keys_fit(page_size: usize) -> bool {
+    let k = page::max_key_size(page_size);
+    BRANCH_CELL_HEADER + k + SLOT <= max_cell(page_size)
+        && LEAF_CELL_HEADER + k + OVERFLOW_REF + SLOT <= max_cell(page_size)
+}
+const _: () = assert!(keys_fit(4096) && keys_fit(8192) && keys_fit(16384) && keys_fit(32768));
+const _: () = assert!(page::MIN_PAGE_SIZE == 4096 && page::MAX_PAGE_SIZE == 32768);
+const _: () = assert!(MAX_KEY_SIZE == page::max_key_size(page::MAX_PAGE_SIZE));
 
 /// A leaf value as stored: inline bytes or a reference to overflow pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,9 +64,10 @@ pub(crate) enum LeafValue<'a> {
     Overflow { len: u64, index_pid: u64 },
 }
 
-/// Whether a key/value pair is stored inline or must go to overflow pages.
-pub(crate) fn fits_inline(klen: usize, vlen: usize) -> bool {
-    LEAF_CELL_HEADER + klen + vlen + SLOT <= MAX_CELL
+/// Whether a key/value pair is stored inline in a leaf of `page_size`
+/// bytes or must go to overflow pages.
+pub(crate) fn fits_inline(page_size: usize, klen: usize, vlen: usize) -> bool {
+    LEAF_CELL_HEADER + klen + vlen + SLOT <= max_cell(page_size)
 }
 
 pub(crate) fn encode_leaf_cell(key: &[u8], value: LeafValue<'_>) -> Vec<u8> {
@@ -274,34 +292,42 @@ pub(crate) fn free_space(buf: &[u8]) -> usize {
 
 /// Bytes the live cells and their slots take: what a merge must move.
 pub(crate) fn used(buf: &[u8]) -> usize {
-    USABLE.saturating_sub(free_space(buf))
+    usable(buf.len()).saturating_sub(free_space(buf))
 }
 
-/// A node whose live bytes fall below this share of a node (a quarter) is
-/// merged with a sibling if the two fit in [`MERGE_FILL_MAX`].
-pub(crate) const MERGE_BELOW: usize = USABLE / 4;
-/// A second mark, an eighth: a node that crossed [`MERGE_BELOW`] while its
+/// A node of `page_size` bytes whose live bytes fall below this share of
+/// a node (a quarter) is merged with a sibling if the two fit in
+/// [`merge_fill_max`].
+pub(crate) const fn merge_below(page_size: usize) -> usize {
+    usable(page_size) / 4
+}
+/// A second mark, an eighth: a node that crossed [`merge_below`] while its
 /// siblings were too full to take it tries again here.
-pub(crate) const MERGE_AGAIN_BELOW: usize = USABLE / 8;
+pub(crate) const fn merge_again_below(page_size: usize) -> usize {
+    usable(page_size) / 8
+}
 
-/// Whether a removal that took a node from `before` to `after` live bytes
-/// crossed a mark at which it tries to merge ([`MERGE_BELOW`], then
-/// [`MERGE_AGAIN_BELOW`]): once per mark, not on every removal under it,
-/// so a node draining from one end (a queue) beside full siblings tries
-/// twice, then empties.
-pub(crate) fn crossed_merge_mark(before: usize, after: usize) -> bool {
-    [MERGE_BELOW, MERGE_AGAIN_BELOW]
+/// Whether a removal that took a node of `page_size` bytes from `before`
+/// to `after` live bytes crossed a mark at which it tries to merge
+/// ([`merge_below`], then [`merge_again_below`]): once per mark, not on
+/// every removal under it, so a node draining from one end (a queue)
+/// beside full siblings tries twice, then empties.
+pub(crate) fn crossed_merge_mark(page_size: usize, before: usize, after: usize) -> bool {
+    [merge_below(page_size), merge_again_below(page_size)]
         .iter()
         .any(|&mark| before >= mark && after < mark)
 }
 
-/// The most a merged node may hold: three quarters of a node, so that it
-/// takes a quarter's worth of inserts before it splits again (a merge into
-/// a full leaf would make every insert after a delete split it anew).
-pub(crate) const MERGE_FILL_MAX: usize = USABLE * 3 / 4;
+/// The most a merged node of `page_size` bytes may hold: three quarters
+/// of a node, so that it takes a quarter's worth of inserts before it
+/// splits again (a merge into a full leaf would make every insert after a
+/// delete split it anew).
+pub(crate) const fn merge_fill_max(page_size: usize) -> usize {
+    usable(page_size) * 3 / 4
+}
 
 /// Whether siblings `left` and `right` (of one level, `left`'s keys all
-/// below `right`'s) would fit in [`MERGE_FILL_MAX`] as one node. Branches
+/// below `right`'s) would fit in [`merge_fill_max`] as one node. Branches
 /// also take `sep`, the parent's separator between them, which comes down
 /// with `right`'s leftmost child.
 pub(crate) fn can_merge(left: &[u8], right: &[u8], sep: &[u8]) -> bool {
@@ -310,7 +336,7 @@ pub(crate) fn can_merge(left: &[u8], right: &[u8], sep: &[u8]) -> bool {
     } else {
         BRANCH_CELL_HEADER + sep.len() + SLOT
     };
-    used(left) + used(right) + down <= MERGE_FILL_MAX
+    used(left) + used(right) + down <= merge_fill_max(left.len())
 }
 
 /// Moves every cell of `right` to the end of `left`, its sibling of the
@@ -415,13 +441,15 @@ pub(crate) fn remove(buf: &mut [u8], i: usize) {
 /// from one copy of the page on the stack (no allocation per cell: this
 /// runs on the write path whenever a leaf's freed space is needed).
 pub(crate) fn compact(buf: &mut [u8]) {
-    let mut old = [0u8; PAGE_SIZE];
-    old.copy_from_slice(&buf[..PAGE_SIZE]);
-    let n = page::count(&old);
-    let mut end = PAGE_SIZE;
+    let ps = buf.len();
+    let mut stack = [0u8; page::MAX_PAGE_SIZE];
+    let old = &mut stack[..ps];
+    old.copy_from_slice(buf);
+    let n = page::count(old);
+    let mut end = ps;
     buf[HEADER_SIZE..].fill(0);
     for i in 0..n {
-        let c = cell(&old, i);
+        let c = cell(old, i);
         end -= c.len();
         buf[end..end + c.len()].copy_from_slice(c);
         set_slot(buf, i, end);
@@ -440,20 +468,22 @@ pub(crate) fn compact(buf: &mut [u8]) {
 /// A leaf filled by random inserts is about two thirds full, so this writes
 /// 12 KiB where the whole page is 16.
 pub(crate) fn pack(src: &[u8], dst: &mut [u8]) -> usize {
+    let ps = src.len();
+    let dst = &mut dst[..ps];
     let se = slots_end(src);
     if page::garbage(src) == 0 {
         let fe = page::free_end(src);
         dst[..se].copy_from_slice(&src[..se]);
-        dst[se..se + PAGE_SIZE - fe].copy_from_slice(&src[fe..PAGE_SIZE]);
+        dst[se..se + ps - fe].copy_from_slice(&src[fe..]);
     } else {
         // Dead cells: lay the live ones out as `compact` does (the slots
         // then hold their unpacked offsets), and close the gap.
-        dst[..PAGE_SIZE].copy_from_slice(&src[..PAGE_SIZE]);
+        dst.copy_from_slice(src);
         compact(dst);
         let fe = page::free_end(dst);
-        dst.copy_within(fe..PAGE_SIZE, se);
+        dst.copy_within(fe..ps, se);
     }
-    let live = PAGE_SIZE - page::free_end(dst);
+    let live = ps - page::free_end(dst);
     let image = se + live;
     let len = image.next_multiple_of(page::IMAGE_ALIGN);
     dst[image..len].fill(0);
@@ -474,11 +504,11 @@ pub(crate) fn packed_parts(src: &[u8]) -> Option<PackedParts<'_>> {
     }
     let se = slots_end(src);
     let fe = page::free_end(src);
-    let image = se + PAGE_SIZE - fe;
+    let image = se + src.len() - fe;
     let mut header = [0u8; HEADER_SIZE];
     header.copy_from_slice(&src[..HEADER_SIZE]);
-    page::set_image(&mut header, image);
-    let (slots, cells) = (&src[HEADER_SIZE..se], &src[fe..PAGE_SIZE]);
+    page::set_image(&mut header[..], image);
+    let (slots, cells) = (&src[HEADER_SIZE..se], &src[fe..]);
     page::seal_image_parts(&mut header, &[slots, cells]);
     Some(PackedParts {
         header,
@@ -516,10 +546,10 @@ pub(crate) fn unpack(buf: &mut [u8]) -> Result<(), String> {
     if image == 0 {
         return Ok(());
     }
+    let ps = buf.len();
     let se = slots_end(buf);
     let fe = page::free_end(buf);
-    if se > image || image > PAGE_SIZE || fe < se || fe > PAGE_SIZE || PAGE_SIZE - fe != image - se
-    {
+    if se > image || image > ps || fe < se || fe > ps || ps - fe != image - se {
         return Err(format!(
             "packed image of {image} bytes does not match {} slots and free_end {fe}",
             page::count(buf)
@@ -537,12 +567,12 @@ pub(crate) fn unpack(buf: &mut [u8]) -> Result<(), String> {
 /// header and slots move to the front; the gap between is left as it is.
 /// Saves [`unpack`]'s move of every cell.
 pub(crate) fn unpack_tail(buf: &mut [u8], image: usize) -> Result<(), String> {
-    if !(HEADER_SIZE..PAGE_SIZE).contains(&image) {
+    if !(HEADER_SIZE..buf.len()).contains(&image) {
         return Err(format!(
             "packed image of {image} bytes read at a page's end"
         ));
     }
-    let t = PAGE_SIZE - image;
+    let t = buf.len() - image;
     let se = HEADER_SIZE + page::count(&buf[t..]) * SLOT;
     let fe = page::free_end(&buf[t..]);
     // With the image at the end, its cells start at t + se; the page says
@@ -566,7 +596,7 @@ pub(crate) fn unpack_tail(buf: &mut [u8], image: usize) -> Result<(), String> {
 /// Replaces all cells of `buf` (header fields other than count, free_end and
 /// garbage are kept).
 fn rebuild(buf: &mut [u8], cells: &[Vec<u8>]) {
-    let mut end = PAGE_SIZE;
+    let mut end = buf.len();
     buf[HEADER_SIZE..].fill(0);
     for (i, c) in cells.iter().enumerate() {
         end -= c.len();
@@ -697,11 +727,11 @@ fn cells_size(cells: &[Vec<u8>]) -> usize {
 }
 
 /// Whether `cells[..m]` and `cells[m..]` are both non-empty and each fits
-/// a node.
-fn halves_fit(cells: &[Vec<u8>], m: usize) -> bool {
+/// a node of `page_size` bytes.
+fn halves_fit(page_size: usize, cells: &[Vec<u8>], m: usize) -> bool {
     (1..cells.len()).contains(&m)
-        && cells_size(&cells[..m]) <= USABLE
-        && cells_size(&cells[m..]) <= USABLE
+        && cells_size(&cells[..m]) <= usable(page_size)
+        && cells_size(&cells[m..]) <= usable(page_size)
 }
 
 /// Picks how many of `cells` go left so both halves fit a page.
@@ -789,7 +819,7 @@ pub(crate) fn split_leaf(
         } else {
             (i + 1).min(cells.len() - 1)
         };
-        halves_fit(&cells, m).then_some(m)
+        halves_fit(left.len(), &cells, m).then_some(m)
     });
     // A leaf at the edge of the tree splits near its outer end, towards
     // which the key space grows; in a tree of one leaf, the new key says
@@ -802,7 +832,7 @@ pub(crate) fn split_leaf(
     } else {
         None
     };
-    let at_edge = at_edge.filter(|&m| halves_fit(&cells, m));
+    let at_edge = at_edge.filter(|&m| halves_fit(left.len(), &cells, m));
     // At an edge both may apply: the run decides only if every key of the
     // leaf came in it (one writer's keys, in order), as any key arriving out
     // of order would land in the full part it leaves behind and split it.
@@ -856,10 +886,11 @@ pub(crate) fn validate(buf: &[u8]) -> Result<(), String> {
     let n = page::count(buf);
     let se = HEADER_SIZE + n * SLOT;
     let fe = page::free_end(buf);
-    if se > PAGE_SIZE || fe < se || fe > PAGE_SIZE {
+    let ps = buf.len();
+    if se > ps || fe < se || fe > ps {
         return Err(format!("bad layout: {n} slots, free_end {fe}"));
     }
-    if page::garbage(buf) > PAGE_SIZE - fe {
+    if page::garbage(buf) > ps - fe {
         return Err("garbage larger than cell area".into());
     }
     let leaf = is_leaf(buf);
@@ -870,17 +901,17 @@ pub(crate) fn validate(buf: &[u8]) -> Result<(), String> {
         } else {
             BRANCH_CELL_HEADER
         };
-        if off < fe || off + hdr > PAGE_SIZE {
+        if off < fe || off + hdr > ps {
             return Err(format!("slot {i} points outside the cell area ({off})"));
         }
         if leaf && buf[off + 2] > 1 {
             return Err(format!("cell {i}: unknown value tag {}", buf[off + 2]));
         }
         let klen = usize::from(get_u16(buf, off));
-        if klen == 0 || klen > MAX_KEY_SIZE {
+        if klen == 0 || klen > page::max_key_size(ps) {
             return Err(format!("cell {i}: key length {klen}"));
         }
-        if off + cell_len_at(buf, off) > PAGE_SIZE {
+        if off + cell_len_at(buf, off) > ps {
             return Err(format!("cell {i} runs past the end of the page"));
         }
     }
@@ -902,6 +933,14 @@ pub(crate) fn without_gap(buf: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    const PAGE_SIZE: usize = page::DEFAULT_PAGE_SIZE;
+    /// Every page size a database may have.
+    const PAGE_SIZES: [usize; 4] = [4096, 8192, 16384, 32768];
+    const USABLE: usize = usable(PAGE_SIZE);
+    const MERGE_BELOW: usize = merge_below(PAGE_SIZE);
+    const MERGE_AGAIN_BELOW: usize = merge_again_below(PAGE_SIZE);
+    const MERGE_FILL_MAX: usize = merge_fill_max(PAGE_SIZE);
 
     /// A pair of keys that often share a prefix, of lengths on both sides
     /// of every step `cmp_keys` takes (8-byte words, the byte tail, the
@@ -1054,7 +1093,13 @@ mod tests {
 
     #[test]
     fn fill_compact_and_split_produce_valid_halves() {
-        let mut b = vec![0u8; PAGE_SIZE];
+        for ps in PAGE_SIZES {
+            fill_compact_and_split_at(ps);
+        }
+    }
+
+    fn fill_compact_and_split_at(ps: usize) {
+        let mut b = vec![0u8; ps];
         init_leaf(&mut b, 1);
         let val = vec![7u8; 300];
         let (mut next, mut live) = (0u32, 0usize);
@@ -1064,7 +1109,7 @@ mod tests {
             let c = encode_leaf_cell(k.as_bytes(), LeafValue::Inline(&val));
             let i = search(&b, k.as_bytes()).unwrap_err();
             if !insert_cell(&mut b, i, &c) {
-                let mut r = vec![0u8; PAGE_SIZE];
+                let mut r = vec![0u8; ps];
                 let sep = split_leaf(&mut b, &mut r, 2, i, &c, false, Edge::INNER);
                 validate(&b).unwrap();
                 validate(&r).unwrap();
@@ -1390,14 +1435,14 @@ mod tests {
     #[test]
     fn a_merge_is_tried_once_per_mark_crossed() {
         let (q, e) = (MERGE_BELOW, MERGE_AGAIN_BELOW);
-        assert!(crossed_merge_mark(q, q - 1));
-        assert!(crossed_merge_mark(q + 100, e));
-        assert!(crossed_merge_mark(e, e - 1));
-        assert!(crossed_merge_mark(USABLE, 0));
+        assert!(crossed_merge_mark(PAGE_SIZE, q, q - 1));
+        assert!(crossed_merge_mark(PAGE_SIZE, q + 100, e));
+        assert!(crossed_merge_mark(PAGE_SIZE, e, e - 1));
+        assert!(crossed_merge_mark(PAGE_SIZE, USABLE, 0));
         // Removals between the marks, or under both, try nothing.
-        assert!(!crossed_merge_mark(q - 1, e));
-        assert!(!crossed_merge_mark(e - 1, 0));
-        assert!(!crossed_merge_mark(USABLE, q));
+        assert!(!crossed_merge_mark(PAGE_SIZE, q - 1, e));
+        assert!(!crossed_merge_mark(PAGE_SIZE, e - 1, 0));
+        assert!(!crossed_merge_mark(PAGE_SIZE, USABLE, q));
     }
 
     #[test]
@@ -1466,8 +1511,8 @@ mod tests {
     /// the image in the block does not matter.
     #[test]
     fn pack_then_unpack_keeps_every_cell() {
-        for with_garbage in [false, true] {
-            let mut b = vec![0u8; PAGE_SIZE];
+        for (ps, with_garbage) in PAGE_SIZES.into_iter().flat_map(|p| [(p, false), (p, true)]) {
+            let mut b = vec![0u8; ps];
             init_leaf(&mut b, 5);
             for n in 0..40u32 {
                 let k = format!("k{:03}", (n * 17) % 41);
@@ -1484,9 +1529,13 @@ mod tests {
                 remove(&mut b, 20);
                 assert!(page::garbage(&b) > 0);
             }
-            let mut block = vec![0xA5u8; PAGE_SIZE];
+            let mut block = vec![0xA5u8; ps];
             let len = pack(&b, &mut block);
-            assert!(len < PAGE_SIZE, "a page under half full packs short: {len}");
+            // Images are padded to 4 KiB: only larger pages pack short.
+            assert!(
+                len < ps || ps == page::IMAGE_ALIGN,
+                "a page under half full packs short: {len}"
+            );
             assert_eq!(len % page::IMAGE_ALIGN, 0);
             page::check(&block, &[PageKind::Leaf], 5, 5).unwrap();
             // Bytes past the padded image are not covered.

@@ -1,34 +1,48 @@
 //! Values too large for a leaf cell live in overflow pages, written
 //! directly to their blocks (they never occupy the cache).
 //!
-//! An overflowed value is an index page plus data pages, all of kind
-//! `Overflow`:
+//! An overflowed value is an index plus data pages, all of kind `Overflow`:
 //!
+//! * data page: level 0, `aux` = payload bytes in this page, body = payload;
 //! * index page: level 1, `aux` = value length, `count` = number of data
-//!   pages, body = their page ids (u64 each);
-//! * data page: level 0, `aux` = payload bytes in this page, body = payload.
+//!   pages it lists, body = their page ids (u64 each);
+//! * root index page, only when one index page cannot list every data page
+//!   (values over about 8 MiB at 8 KiB pages, 2 MiB at 4 KiB; never at 16
+//!   KiB pages): level 2, `aux` = value length, `count` = number of index
+//!   pages, body = their page ids in order. Each index page then lists as
+//!   many data pages as it holds, the last one the rest.
 //!
-//! The leaf cell holds the value length and the index page id. Freeing a
-//! value frees every page the index lists.
+//! The leaf cell holds the value length and the id of the top index page.
+//! Freeing a value frees every page the index lists, and the index.
 
 use crate::error::{Error, Result};
-use crate::page::{self, get_u64, put_u64, PageKind, HEADER_SIZE, PAGE_SIZE};
+use crate::page::{self, get_u64, put_u64, PageKind, HEADER_SIZE};
 use crate::pager::Pager;
 
-/// Payload bytes per data page.
-const PAYLOAD: usize = PAGE_SIZE - HEADER_SIZE;
-/// Most data pages one value may use: enough for `MAX_VALUE_SIZE`, and the
-/// list of their ids must fit in one index page.
-const MAX_DATA_PAGES: usize = crate::MAX_VALUE_SIZE.div_ceil(PAYLOAD);
-const _: () = assert!(MAX_DATA_PAGES * 8 <= PAYLOAD);
+/// Payload bytes per data page, and bytes of ids per index page.
+fn payload(page_size: usize) -> usize {
+    page_size - HEADER_SIZE
+}
 
-/// Writes `value` to overflow pages; returns the index page id.
+/// Page ids one index page lists.
+fn ids_per_index(page_size: usize) -> usize {
+    payload(page_size) / 8
+}
+
+/// Two levels of index list every data page of the largest value at the
+/// smallest page size.
+const _: () = {
+    let p = page::MIN_PAGE_SIZE - HEADER_SIZE;
+    let data_pages = crate::MAX_VALUE_SIZE.div_ceil(p);
+    assert!(data_pages.div_ceil(p / 8) <= p / 8);
+};
+
+/// Writes `value` to overflow pages; returns the id of its top index page.
 pub(crate) fn write(pager: &Pager, value: &[u8]) -> Result<u64> {
-    let n = value.len().div_ceil(PAYLOAD);
-    debug_assert!(n <= MAX_DATA_PAGES);
-    let mut buf = vec![0u8; PAGE_SIZE];
-    let mut pids = Vec::with_capacity(n);
-    for chunk in value.chunks(PAYLOAD) {
+    let ps = pager.page_size;
+    let mut buf = pager.page_buf();
+    let mut pids = Vec::with_capacity(value.len().div_ceil(payload(ps)));
+    for chunk in value.chunks(payload(ps)) {
         let pid = pager.alloc_pid()?;
         page::init(&mut buf, PageKind::Overflow, 0, pid);
         page::set_aux(&mut buf, chunk.len() as u64);
@@ -36,43 +50,88 @@ pub(crate) fn write(pager: &Pager, value: &[u8]) -> Result<u64> {
         pager.write_direct(pid, &mut buf)?;
         pids.push(pid);
     }
-    let index = pager.alloc_pid()?;
-    page::init(&mut buf, PageKind::Overflow, 1, index);
-    page::set_aux(&mut buf, value.len() as u64);
-    page::set_count(&mut buf, n);
-    for (i, p) in pids.iter().enumerate() {
-        put_u64(&mut buf, HEADER_SIZE + i * 8, *p);
+    let per = ids_per_index(ps);
+    let mut indexes = Vec::with_capacity(pids.len().div_ceil(per).max(1));
+    for ids in pids.chunks(per).chain(pids.is_empty().then_some(&[][..])) {
+        indexes.push(write_index(pager, &mut buf, 1, value.len(), ids)?);
     }
-    pager.write_direct(index, &mut buf)?;
-    Ok(index)
+    if let [only] = indexes[..] {
+        return Ok(only);
+    }
+    write_index(pager, &mut buf, 2, value.len(), &indexes)
 }
 
-/// Reads the index page of a value of `len` bytes and returns its data pages.
-fn read_index(pager: &Pager, index: u64, len: u64, buf: &mut [u8]) -> Result<Vec<u64>> {
-    pager.read_page(index, buf, &[PageKind::Overflow])?;
+/// Writes an index page of `level` listing `ids`, for a value of `len`
+/// bytes; returns its page id.
+fn write_index(pager: &Pager, buf: &mut [u8], level: u8, len: usize, ids: &[u64]) -> Result<u64> {
+    let pid = pager.alloc_pid()?;
+    page::init(buf, PageKind::Overflow, level, pid);
+    page::set_aux(buf, len as u64);
+    page::set_count(buf, ids.len());
+    for (i, p) in ids.iter().enumerate() {
+        put_u64(buf, HEADER_SIZE + i * 8, *p);
+    }
+    pager.write_direct(pid, buf)?;
+    Ok(pid)
+}
+
+/// Reads index page `pid` of a value of `len` bytes, which must be of
+/// `level` and list `want` ids; returns them.
+fn read_index_page(
+    pager: &Pager,
+    pid: u64,
+    level: u8,
+    len: u64,
+    want: usize,
+    buf: &mut [u8],
+) -> Result<Vec<u64>> {
+    pager.read_page(pid, buf, &[PageKind::Overflow])?;
     let n = page::count(buf);
-    if page::level(buf) != 1
+    if page::level(buf) != level
         || page::aux(buf) != len
-        || n != (len as usize).div_ceil(PAYLOAD)
-        || n > MAX_DATA_PAGES
+        || n != want
+        || n > ids_per_index(buf.len())
     {
         return Err(Error::corruption(
-            index,
+            pid,
             format!("overflow index does not describe a value of {len} bytes"),
         ));
     }
     Ok((0..n).map(|i| get_u64(buf, HEADER_SIZE + i * 8)).collect())
 }
 
+/// Reads the index of a value of `len` bytes whose top index page is
+/// `index`; returns its data pages and every index page below the top one.
+fn read_index(pager: &Pager, index: u64, len: u64, buf: &mut [u8]) -> Result<(Vec<u64>, Vec<u64>)> {
+    let ps = pager.page_size;
+    let n = usize::try_from(len)
+        .ok()
+        .filter(|&l| l <= crate::MAX_VALUE_SIZE)
+        .ok_or_else(|| Error::corruption(index, format!("overflow value of {len} bytes")))?
+        .div_ceil(payload(ps));
+    let per = ids_per_index(ps);
+    if n <= per {
+        return Ok((read_index_page(pager, index, 1, len, n, buf)?, Vec::new()));
+    }
+    let subs = read_index_page(pager, index, 2, len, n.div_ceil(per), buf)?;
+    let mut data = Vec::with_capacity(n);
+    for (i, &sub) in subs.iter().enumerate() {
+        let want = per.min(n - i * per);
+        data.extend(read_index_page(pager, sub, 1, len, want, buf)?);
+    }
+    Ok((data, subs))
+}
+
 /// Reads a whole overflowed value.
 pub(crate) fn read(pager: &Pager, index: u64, len: u64) -> Result<Vec<u8>> {
-    let mut buf = vec![0u8; PAGE_SIZE];
-    let pids = read_index(pager, index, len, &mut buf)?;
+    let mut buf = pager.page_buf();
+    let (pids, _) = read_index(pager, index, len, &mut buf)?;
+    let room = payload(buf.len());
     let mut out = Vec::with_capacity(len as usize);
     for pid in pids {
         pager.read_page(pid, &mut buf, &[PageKind::Overflow])?;
         let n = page::aux(&buf) as usize;
-        if page::level(&buf) != 0 || n > PAYLOAD || out.len() + n > len as usize {
+        if page::level(&buf) != 0 || n > room || out.len() + n > len as usize {
             return Err(Error::corruption(
                 pid,
                 "overflow data page has a bad length",
@@ -91,18 +150,18 @@ pub(crate) fn read(pager: &Pager, index: u64, len: u64) -> Result<Vec<u8>> {
 
 /// Frees every page of an overflowed value.
 pub(crate) fn free(pager: &Pager, index: u64, len: u64) -> Result<()> {
-    let mut buf = vec![0u8; PAGE_SIZE];
-    for pid in read_index(pager, index, len, &mut buf)? {
+    for pid in pages(pager, index, len)? {
         pager.free_pid(pid);
     }
-    pager.free_pid(index);
     Ok(())
 }
 
-/// Every page id of an overflowed value (for `verify` and `drop_table`).
+/// Every page id of an overflowed value (for `verify` and `drop_table`):
+/// its data pages, then its index pages.
 pub(crate) fn pages(pager: &Pager, index: u64, len: u64) -> Result<Vec<u64>> {
-    let mut buf = vec![0u8; PAGE_SIZE];
-    let mut v = read_index(pager, index, len, &mut buf)?;
+    let mut buf = pager.page_buf();
+    let (mut v, subs) = read_index(pager, index, len, &mut buf)?;
+    v.extend(subs);
     v.push(index);
     Ok(v)
 }

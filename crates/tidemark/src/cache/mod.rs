@@ -1,7 +1,7 @@
 //! The buffer pool: a fixed set of page frames, read and written with
 //! `pread`/`pwrite` through the pager. Nothing is memory mapped.
 //!
-//! * **Bounded memory.** There are exactly `cache_size / PAGE_SIZE` frames;
+//! * **Bounded memory.** There are exactly `cache_size / page_size` frames;
 //!   a frame's buffer is allocated the first time it is used and never
 //!   freed. Pages, and the shadow copies a checkpoint needs, live only in
 //!   frames, so page memory never exceeds `cache_size`.
@@ -41,7 +41,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::error::{Error, Result};
-use crate::page::{PageKind, PAGE_SIZE};
+use crate::page::PageKind;
 use crate::pagemap::NO_FRAME;
 use crate::pager::{Pager, Pending};
 
@@ -147,6 +147,8 @@ impl Frame {
 /// Thresholds, already converted to frame counts.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PoolConfig {
+    /// Bytes of each frame: the database's page size.
+    pub(crate) page_size: usize,
     pub(crate) frames: usize,
     pub(crate) target: usize,
     pub(crate) trigger: usize,
@@ -549,8 +551,8 @@ impl BufferPool {
 
     fn prepare(&self, fi: u32) {
         let mut g = self.frames[fi as usize].latch.write();
-        if g.buf.len() != PAGE_SIZE {
-            g.buf = vec![0u8; PAGE_SIZE];
+        if g.buf.len() != self.cfg.page_size {
+            g.buf = vec![0u8; self.cfg.page_size];
         }
     }
 
@@ -745,6 +747,7 @@ mod testkit {
     /// data file (version 0 in their `aux` field) and evicted.
     pub(super) fn setup(frames: usize) -> (Arc<BufferPool>, Arc<Pager>) {
         setup_cfg(PoolConfig {
+            page_size: crate::page::DEFAULT_PAGE_SIZE,
             frames,
             target: frames,
             trigger: frames,
@@ -757,7 +760,15 @@ mod testkit {
     pub(super) fn setup_cfg(cfg: PoolConfig) -> (Arc<BufferPool>, Arc<Pager>) {
         let file = std::sync::Arc::new(crate::io::MemFile::default());
         let alloc = BlockAlloc::new(std::iter::empty()).expect("no blocks used yet");
-        let pager = Arc::new(Pager::new(file, PageMap::new(), alloc, 1, 3, Vec::new()));
+        let pager = Arc::new(Pager::new(
+            crate::page::DEFAULT_PAGE_SIZE,
+            file,
+            PageMap::new(),
+            alloc,
+            1,
+            3,
+            Vec::new(),
+        ));
         let pool = Arc::new(BufferPool::new(cfg));
         for pid in 1..=2 {
             let mut w = pool.new_page(&pager, pid).unwrap();
@@ -1066,6 +1077,7 @@ mod tests {
     #[test]
     fn taking_frames_wakes_the_workers_only_past_a_quarter_of_the_way_to_the_trigger() {
         let (pool, pager) = setup_cfg(PoolConfig {
+            page_size: crate::page::DEFAULT_PAGE_SIZE,
             frames: 64,
             target: 32,
             trigger: 60,
@@ -1189,6 +1201,7 @@ mod tests {
         dirty_trigger: usize,
     ) -> (std::sync::Arc<BufferPool>, std::sync::Arc<Pager>) {
         setup_cfg(PoolConfig {
+            page_size: crate::page::DEFAULT_PAGE_SIZE,
             frames: 64,
             target: if room { 64 } else { 1 },
             trigger: 64,
@@ -1291,6 +1304,7 @@ mod tests {
     #[test]
     fn recorded_contents_follow_every_change_of_a_frame() {
         let (pool, pager) = setup_cfg(PoolConfig {
+            page_size: crate::page::DEFAULT_PAGE_SIZE,
             frames: 64,
             target: 64,
             trigger: 64,
