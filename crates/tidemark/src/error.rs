@@ -26,7 +26,9 @@ pub enum Error {
     /// The file exists but is not a tidemark database, or is truncated.
     #[error("not a tidemark database: {0}")]
     NotADatabase(String),
-    /// A key longer than [`crate::MAX_KEY_SIZE`] (or an empty key).
+    /// An empty key, or one longer than the database takes: a quarter of
+    /// its page, at most [`crate::MAX_KEY_SIZE`]
+    /// ([`crate::Database::max_key_size`]).
     #[error("key of {len} bytes is outside the allowed 1..={max} bytes")]
     KeySize {
         /// Length of the rejected key.

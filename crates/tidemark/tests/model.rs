@@ -4,7 +4,8 @@
 //! model as of some commit (a prefix of the commit order, no holes) no
 //! earlier than the last one the crash cannot lose: for a process crash the
 //! last `Write` or `Fsync` commit, for a power loss the last `Fsync` commit
-//! (or checkpoint, or reopen).
+//! (or checkpoint, or reopen). Each sequence runs on a database of a
+//! random page size.
 
 mod common;
 
@@ -98,17 +99,18 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn open(fs: &SimFs, dir: &Path) -> tidemark::Database {
+fn open(fs: &SimFs, dir: &Path, page_size: usize) -> tidemark::Database {
     common::small_builder()
+        .page_size(page_size)
         .file_system(std::sync::Arc::new(fs.clone()))
         .open(dir)
         .unwrap()
 }
 
-fn run(ops: Vec<Op>) {
+fn run(ops: Vec<Op>, page_size: usize) {
     let dir = tempfile::tempdir().unwrap();
     let mut fs = SimFs::new();
-    let mut db = open(&fs, dir.path());
+    let mut db = open(&fs, dir.path(), page_size);
     let mut t = db.table("t").unwrap();
     db.checkpoint().unwrap();
     let mut model = Model::new();
@@ -194,7 +196,7 @@ fn run(ops: Vec<Op>) {
             }
             Op::Reopen => {
                 db.close().unwrap();
-                db = open(&fs, dir.path());
+                db = open(&fs, dir.path(), page_size);
                 t = db.open_table("t").unwrap();
                 survivors = Survivors::new(&model);
             }
@@ -205,7 +207,7 @@ fn run(ops: Vec<Op>) {
                 drop(t);
                 drop(db);
                 fs = image;
-                db = open(&fs, dir.path());
+                db = open(&fs, dir.path(), page_size);
                 t = db.open_table("t").unwrap();
                 let got: Model = dump(&t).into_iter().collect();
                 let allowed = if power_loss {
@@ -239,7 +241,10 @@ fn run(ops: Vec<Op>) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     #[test]
-    fn matches_btreemap_model(ops in prop::collection::vec(op(), 1..400)) {
-        run(ops);
+    fn matches_btreemap_model(
+        ops in prop::collection::vec(op(), 1..400),
+        page_size in prop::sample::select(vec![4096usize, 8192, 16384]),
+    ) {
+        run(ops, page_size);
     }
 }

@@ -86,7 +86,9 @@ class InvalidName(TidemarkError, ValueError):
 
 
 class KeySizeError(TidemarkError, ValueError):
-    """A key that is empty or longer than ``tidemark.MAX_KEY_SIZE``."""
+    """A key that is empty or longer than the database takes
+    (``Database.max_key_size``: a quarter of a page, at most
+    ``tidemark.MAX_KEY_SIZE``)."""
 
 
 class ValueTooLarge(TidemarkError, ValueError):
