@@ -93,13 +93,8 @@ impl Engine {
         log_segment_size: u64,
         version_budget: u64,
     ) -> Result<(Engine, Recovered)> {
-        if !page::valid_page_size(page_size) {
-            return Err(Error::InvalidOption(format!(
-                "page_size must be a power of two from {} to {} bytes, not {page_size}",
-                page::MIN_PAGE_SIZE,
-                page::MAX_PAGE_SIZE
-            )));
-        }
+        // `Builder::open` refused any other before touching the directory.
+        debug_assert!(page::valid_page_size(page_size));
         crate::wal::segment::check_size(log_segment_size)?;
         fs.create_dir_all(dir)?;
         let path = dir.join(DATA_FILE);

@@ -438,25 +438,34 @@ pub(crate) fn remove(buf: &mut [u8], i: usize) {
 }
 
 /// Rewrites the cell area without holes, in the layout [`rebuild`] gives,
-/// from one copy of the page on the stack (no allocation per cell: this
-/// runs on the write path whenever a leaf's freed space is needed).
+/// from one copy of the page in a per-thread buffer (no allocation per
+/// cell: this runs on the write path whenever a leaf's freed space is
+/// needed).
 pub(crate) fn compact(buf: &mut [u8]) {
-    let ps = buf.len();
-    let mut stack = [0u8; page::MAX_PAGE_SIZE];
-    let old = &mut stack[..ps];
-    old.copy_from_slice(buf);
-    let n = page::count(old);
-    let mut end = ps;
-    buf[HEADER_SIZE..].fill(0);
-    for i in 0..n {
-        let c = cell(old, i);
-        end -= c.len();
-        buf[end..end + c.len()].copy_from_slice(c);
-        set_slot(buf, i, end);
-    }
-    page::set_free_end(buf, end);
-    page::set_garbage(buf, 0);
-    debug_assert!(slots_end(buf) <= end, "compact overflowed the page");
+    COMPACT_COPY.with_borrow_mut(|old| {
+        // A copy, not a zeroed array then a copy: the buffer keeps its
+        // capacity, so this is one `memcpy` of the page.
+        old.clear();
+        old.extend_from_slice(buf);
+        let n = page::count(old);
+        let mut end = buf.len();
+        buf[HEADER_SIZE..].fill(0);
+        for i in 0..n {
+            let c = cell(old, i);
+            end -= c.len();
+            buf[end..end + c.len()].copy_from_slice(c);
+            set_slot(buf, i, end);
+        }
+        page::set_free_end(buf, end);
+        page::set_garbage(buf, 0);
+        debug_assert!(slots_end(buf) <= end, "compact overflowed the page");
+    });
+}
+
+thread_local! {
+    /// Each thread's copy of the page [`compact`] lays out again (pages
+    /// differ in size between databases, so not an array on the stack).
+    static COMPACT_COPY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Packs node page `src` into `dst` the way it is stored: the header and
