@@ -29,6 +29,10 @@
 //! a power loss, whole or in part, and every acknowledged commit after a
 //! process crash.
 //!
+//! A fourth, at 4 KiB pages, stores a value that needs two levels of
+//! overflow index, overwrites it and checkpoints: the same rules at every
+//! write from that value's commit on.
+//!
 //! The thread that prepares the next log segment writes concurrently with
 //! the workload, so which write the N-th is varies slightly between runs.
 
@@ -589,5 +593,185 @@ fn every_crash_point_of_a_compaction_keeps_every_commit() {
         total - run.compact_start,
         info.size_before,
         info.size_after
+    );
+}
+
+/// What a run of [`overflow_workload`] saw.
+struct OverflowRun {
+    /// The model after the last acknowledged commit.
+    acked: Model,
+    /// The model after every acknowledged commit, in order (`[0]`: empty).
+    states: Vec<Model>,
+    /// Index in `states` that survives a power loss.
+    durable: usize,
+    /// The model had the commit in flight when the disk stopped succeeded.
+    attempt: Option<Model>,
+    /// Writes before the large value's commit.
+    start: u64,
+    /// Overflow pages `verify` counted with the large value stored, if the
+    /// run got that far.
+    overflow_pages: Option<u64>,
+}
+
+/// Payload bytes of an overflow data page at 4 KiB pages, and the largest
+/// value one overflow index page can list at that size.
+const PAYLOAD_4K: usize = 4096 - 32;
+const ONE_INDEX_4K: usize = (PAYLOAD_4K / 8) * PAYLOAD_4K;
+
+/// At 4 KiB pages: a few small records and a checkpoint, then a value one
+/// byte too large for one overflow index page (two index pages under a
+/// root index page) committed with `Fsync`, overwritten by a small value
+/// (its pages freed), a checkpoint, a delete with `Fsync` and a last
+/// checkpoint. Stops at the first error.
+fn overflow_workload(fs: &SimFs, dir: &std::path::Path) -> OverflowRun {
+    let mut run = OverflowRun {
+        acked: Model::new(),
+        states: vec![Model::new()],
+        durable: 0,
+        attempt: None,
+        start: u64::MAX,
+        overflow_pages: None,
+    };
+    // No eviction worker, so the writes come in the same order every run.
+    let Ok(db) = on(fs).page_size(4096).eviction_threads(0).open(dir) else {
+        return run;
+    };
+    let Ok(t) = db.table("t") else { return run };
+    let commit = |run: &mut OverflowRun,
+                  change: &dyn Fn(&mut Model),
+                  fsync: bool,
+                  op: &dyn Fn() -> tidemark::Result<()>|
+     -> bool {
+        let mut next = run.acked.clone();
+        change(&mut next);
+        if op().is_err() {
+            run.attempt = Some(next);
+            return false;
+        }
+        run.acked = next.clone();
+        run.states.push(next);
+        if fsync {
+            run.durable = run.states.len() - 1;
+        }
+        true
+    };
+    let small: Vec<(Vec<u8>, Vec<u8>)> = (0..50u32)
+        .map(|i| (format!("k{i:03}").into_bytes(), vec![i as u8; 300]))
+        .collect();
+    let ok = commit(
+        &mut run,
+        &|m| m.extend(small.iter().cloned()),
+        false,
+        &|| {
+            let mut batch = tidemark::WriteBatch::new();
+            for (k, v) in &small {
+                batch.put("t", k, v);
+            }
+            db.write(&batch)
+        },
+    );
+    if !ok || db.checkpoint().is_err() {
+        return run;
+    }
+    run.durable = run.states.len() - 1;
+    run.start = fs.control.writes.load(Ordering::SeqCst);
+    let big: Vec<u8> = (0..ONE_INDEX_4K + 1).map(|i| (i * 7 % 251) as u8).collect();
+    let ok = commit(
+        &mut run,
+        &|m| {
+            m.insert(b"big".to_vec(), big.clone());
+        },
+        true,
+        &|| t.put_with(b"big", &big, tidemark::Durability::Fsync),
+    );
+    if !ok {
+        return run;
+    }
+    match db.verify() {
+        Ok(report) => run.overflow_pages = Some(report.overflow_pages),
+        Err(_) => return run,
+    }
+    let ok = commit(
+        &mut run,
+        &|m| {
+            m.insert(b"big".to_vec(), b"small now".to_vec());
+        },
+        false,
+        &|| t.put(b"big", b"small now"),
+    );
+    if !ok || db.checkpoint().is_err() {
+        return run;
+    }
+    run.durable = run.states.len() - 1;
+    let ok = commit(
+        &mut run,
+        &|m| {
+            m.remove(b"k007".as_slice());
+        },
+        true,
+        &|| {
+            t.delete_with(b"k007", tidemark::Durability::Fsync)
+                .map(|_| ())
+        },
+    );
+    if ok && db.checkpoint().is_ok() {
+        run.durable = run.states.len() - 1;
+    }
+    run
+}
+
+/// The two-level overflow index of 4 KiB pages under a crash at every
+/// write from the large value's commit on: its data pages, index pages and
+/// root, its log record over many segments, the overwrite that frees them
+/// and the checkpoints after. A process crash keeps every acknowledged
+/// commit; a power loss, whole or in part, the durable state or a longer
+/// prefix of the commits.
+#[test]
+fn every_crash_point_of_a_two_level_overflow_value_keeps_every_commit() {
+    let (dir, fs, run) = run_until_write(u64::MAX, overflow_workload);
+    let data_pages = (ONE_INDEX_4K + 1).div_ceil(PAYLOAD_4K) as u64;
+    let pages = run
+        .overflow_pages
+        .expect("the uninterrupted run stores the value");
+    assert_eq!(
+        pages,
+        data_pages + 3,
+        "data pages, two index pages and their root"
+    );
+    assert_eq!(state(&fs.crash_image(true), dir.path()), run.acked);
+    let total = fs.control.writes.load(Ordering::SeqCst);
+    let mut images = 0;
+    for n in run.start..total {
+        let (dir, fs, run) = run_until_write(n, overflow_workload);
+        let allowed =
+            |m: &Model| run.states[run.durable..].contains(m) || run.attempt.as_ref() == Some(m);
+        let durable = &run.states[run.durable];
+        assert_process_crash_keeps_acked(n, &fs, dir.path(), &run.acked, run.attempt.as_ref());
+        images += 1;
+        for kind in [
+            Image::PowerLoss,
+            Image::Subset(n),
+            Image::TornLast(true, n),
+            Image::TornLast(false, n),
+            Image::Reordered(n),
+        ] {
+            let got = state(&fs.crash_image_with(kind), dir.path());
+            assert!(
+                allowed(&got),
+                "{kind:?} at write {n}: {} keys, the durable state has {}",
+                got.len(),
+                durable.len()
+            );
+            images += 1;
+        }
+    }
+    assert!(
+        total - run.start > data_pages,
+        "{} writes",
+        total - run.start
+    );
+    eprintln!(
+        "two-level overflow crash points: {} write indices from the large value on, {images} images",
+        total - run.start
     );
 }
