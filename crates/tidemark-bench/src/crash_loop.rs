@@ -36,6 +36,9 @@ pub struct Args {
     pub dir: std::path::PathBuf,
     pub cycles: Option<u64>,
     pub seed: Option<u64>,
+    /// Page size of the database the loop creates (the engine's default
+    /// when `None`).
+    pub page_size: Option<usize>,
 }
 
 const TABLES: [&str; 3] = ["t0", "t1", "t2"];
@@ -130,8 +133,9 @@ fn durability_name(d: Durability) -> &'static str {
     }
 }
 
-fn open(dir: &Path) -> BoxResult<Database> {
+fn open(dir: &Path, page_size: usize) -> BoxResult<Database> {
     Ok(Database::builder()
+        .page_size(page_size)
         .cache_size(4 << 20)
         .checkpoint_interval(None)
         .log_segment_size(1 << 20)
@@ -139,8 +143,8 @@ fn open(dir: &Path) -> BoxResult<Database> {
 }
 
 /// The child: applies the stream of `cycle` until killed.
-pub fn child(dir: &Path, seed: u64, cycle: u64) -> BoxResult<()> {
-    let db = open(dir)?;
+pub fn child(dir: &Path, seed: u64, cycle: u64, page_size: usize) -> BoxResult<()> {
+    let db = open(dir, page_size)?;
     let oplog = match db.get_collection("oplog") {
         Ok(c) => c,
         Err(tidemark::Error::CollectionNotFound(_)) => db.create_collection(
@@ -251,9 +255,16 @@ fn check(
     cycle: u64,
     acked: u64,
     acked_durable: u64,
+    page_size: usize,
     model: &mut Model,
 ) -> BoxResult<Cycle> {
-    let db = open(dir)?;
+    let db = open(dir, page_size)?;
+    if db.page_size() != page_size {
+        return Err(msg(&format!(
+            "cycle {cycle}: the database has pages of {} bytes, not {page_size}",
+            db.page_size()
+        )));
+    }
     let report = db.verify()?;
     if !report.problems.is_empty() {
         return Err(msg(&format!(
@@ -408,6 +419,12 @@ fn check(
 
 pub fn run(a: &Args) -> BoxResult<bool> {
     let cycles = a.cycles.unwrap_or(if a.quick { 25 } else { 200 });
+    let page_size = a.page_size.unwrap_or(tidemark::DEFAULT_PAGE_SIZE);
+    if !tidemark::valid_page_size(page_size) {
+        return Err(msg(&format!(
+            "--page-size {page_size}: pages are 4096, 8192, 16384 or 32768 bytes"
+        )));
+    }
     let seed = a.seed.unwrap_or_else(|| rand::thread_rng().gen());
     let tmp = tempfile::tempdir_in(&a.dir)?;
     let dir = tmp.path().join("db");
@@ -416,7 +433,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let mut model = Model::default();
     if !a.json {
         eprintln!(
-            "crash-loop: {cycles} cycles, seed {seed} (--seed {seed} reproduces the workload)"
+            "crash-loop: {cycles} cycles, pages of {page_size} bytes, seed {seed} (--seed {seed} reproduces the workload)"
         );
     }
     let started = Instant::now();
@@ -431,6 +448,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 &seed.to_string(),
                 "--cycle",
                 &cycle.to_string(),
+                "--page-size",
+                &page_size.to_string(),
             ])
             .arg("--db")
             .arg(&dir)
@@ -473,7 +492,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             }
             return Err(msg(&format!("cycle {cycle}: the child failed: {err}")));
         }
-        let r = check(&dir, seed, cycle, acked, durable, &mut model)
+        let r = check(&dir, seed, cycle, acked, durable, page_size, &mut model)
             .map_err(|e| msg(&format!("{e} (seed {seed})")))?;
         total_acked += r.acked;
         total_durable += r.acked_durable;
@@ -493,6 +512,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let secs = started.elapsed().as_secs_f64();
     if !a.json {
         println!("seed                                        {seed}");
+        println!("page size                                   {page_size}");
         println!("cycles (SIGKILL, reopen, verify, compare)    {cycles}");
         println!("commits acknowledged                        {total_acked}");
         println!("  of which up to a durable acknowledgement  {total_durable}");
@@ -513,6 +533,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         report::machine(&a.dir),
         json!({
             "seed": seed,
+            "page_size": page_size,
             "cycles": cycles,
             "acknowledged": total_acked,
             "acknowledged_durable": total_durable,

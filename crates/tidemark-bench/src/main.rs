@@ -142,6 +142,10 @@ enum Cmd {
         /// Seed of the workload (printed when chosen at random).
         #[arg(long)]
         seed: Option<u64>,
+        /// Page size of the database the loop creates: 4096, 8192, 16384
+        /// or 32768 bytes (default: the engine's, 16384).
+        #[arg(long)]
+        page_size: Option<usize>,
     },
     /// The child process of crash-loop (not for direct use).
     #[command(hide = true)]
@@ -152,6 +156,8 @@ enum Cmd {
         cycle: u64,
         #[arg(long)]
         db: PathBuf,
+        #[arg(long)]
+        page_size: usize,
     },
     /// YCSB core workloads (load, A-F) on tidemark, or with --compare on
     /// every engine built in (peers need `--features peers`).
@@ -370,14 +376,24 @@ fn main() -> ExitCode {
             json: cli.json,
             dir: cli.dir,
         }),
-        Cmd::CrashLoop { cycles, seed } => crash_loop::run(&crash_loop::Args {
+        Cmd::CrashLoop {
+            cycles,
+            seed,
+            page_size,
+        } => crash_loop::run(&crash_loop::Args {
             quick: cli.quick,
             json: cli.json,
             dir: cli.dir,
             cycles,
             seed,
+            page_size,
         }),
-        Cmd::CrashChild { seed, cycle, db } => crash_loop::child(&db, seed, cycle).map(|()| true),
+        Cmd::CrashChild {
+            seed,
+            cycle,
+            db,
+            page_size,
+        } => crash_loop::child(&db, seed, cycle, page_size).map(|()| true),
         Cmd::Fill { keys } => fill::run(&fill::Args {
             quick: cli.quick,
             json: cli.json,
