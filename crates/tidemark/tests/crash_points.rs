@@ -239,6 +239,42 @@ fn assert_process_crash_keeps_acked(
     );
 }
 
+/// The images of a crash at write `n`: after a process crash, every
+/// acknowledged commit (`acked`) or the one in flight (`attempt`); after a
+/// power loss, whole or keeping part of the unsynced writes (a subset,
+/// the last torn either way, reordered), a prefix of the commit order
+/// (`states`) no shorter than the durable one (`states[durable]`), or the
+/// commit in flight. Returns the number of images checked.
+fn check_crash_images(
+    n: u64,
+    fs: &SimFs,
+    dir: &std::path::Path,
+    states: &[Model],
+    durable: usize,
+    acked: &Model,
+    attempt: Option<&Model>,
+) -> u64 {
+    assert_process_crash_keeps_acked(n, fs, dir, acked, attempt);
+    let mut images = 1;
+    for kind in [
+        Image::PowerLoss,
+        Image::Subset(n),
+        Image::TornLast(true, n),
+        Image::TornLast(false, n),
+        Image::Reordered(n),
+    ] {
+        let got = state(&fs.crash_image_with(kind), dir);
+        assert!(
+            states[durable..].contains(&got) || attempt == Some(&got),
+            "{kind:?} at write {n}: {} keys, the durable state has {}",
+            got.len(),
+            states[durable].len()
+        );
+        images += 1;
+    }
+    images
+}
+
 #[test]
 fn every_write_index_recovers_to_a_completed_checkpoint() {
     // Count the writes of an uninterrupted run.
@@ -562,30 +598,17 @@ fn every_crash_point_of_a_compaction_keeps_every_commit() {
     let mut images = 0;
     for n in run.compact_start..total {
         let (dir, fs, run) = run_until_write(n, compact_workload);
-        // A prefix of the commit order no shorter than the durable one
-        // (unsynced log writes a crash kept, which only images of the
-        // commits before the compaction can hold), or the one in flight.
-        let allowed =
-            |m: &Model| run.states[run.durable..].contains(m) || run.attempt.as_ref() == Some(m);
-        let durable = &run.states[run.durable];
-        assert_process_crash_keeps_acked(n, &fs, dir.path(), &run.acked, run.attempt.as_ref());
-        images += 1;
-        for kind in [
-            Image::PowerLoss,
-            Image::Subset(n),
-            Image::TornLast(true, n),
-            Image::TornLast(false, n),
-            Image::Reordered(n),
-        ] {
-            let got = state(&fs.crash_image_with(kind), dir.path());
-            assert!(
-                allowed(&got),
-                "{kind:?} at write {n}: {} keys, the durable state has {}",
-                got.len(),
-                durable.len()
-            );
-            images += 1;
-        }
+        // Unsynced log writes a crash kept can only hold commits before
+        // the compaction.
+        images += check_crash_images(
+            n,
+            &fs,
+            dir.path(),
+            &run.states,
+            run.durable,
+            &run.acked,
+            run.attempt.as_ref(),
+        );
     }
     assert!(images >= 60, "{images} images");
     eprintln!(
@@ -743,27 +766,15 @@ fn every_crash_point_of_a_two_level_overflow_value_keeps_every_commit() {
     let mut images = 0;
     for n in run.start..total {
         let (dir, fs, run) = run_until_write(n, overflow_workload);
-        let allowed =
-            |m: &Model| run.states[run.durable..].contains(m) || run.attempt.as_ref() == Some(m);
-        let durable = &run.states[run.durable];
-        assert_process_crash_keeps_acked(n, &fs, dir.path(), &run.acked, run.attempt.as_ref());
-        images += 1;
-        for kind in [
-            Image::PowerLoss,
-            Image::Subset(n),
-            Image::TornLast(true, n),
-            Image::TornLast(false, n),
-            Image::Reordered(n),
-        ] {
-            let got = state(&fs.crash_image_with(kind), dir.path());
-            assert!(
-                allowed(&got),
-                "{kind:?} at write {n}: {} keys, the durable state has {}",
-                got.len(),
-                durable.len()
-            );
-            images += 1;
-        }
+        images += check_crash_images(
+            n,
+            &fs,
+            dir.path(),
+            &run.states,
+            run.durable,
+            &run.acked,
+            run.attempt.as_ref(),
+        );
     }
     assert!(
         total - run.start > data_pages,
