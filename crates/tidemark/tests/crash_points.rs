@@ -275,6 +275,28 @@ fn check_crash_images(
     images
 }
 
+/// What a run saw, as [`check_crash_images`] takes it: the model after
+/// every acknowledged commit, the index of the durable one, the model
+/// after the last acknowledged commit, and the model had the commit in
+/// flight succeeded.
+type Seen<'r> = (&'r [Model], usize, &'r Model, Option<&'r Model>);
+
+/// Runs `workload` with the disk stopping at each write of `writes` and
+/// checks the crash images there; returns the number of images checked.
+fn crash_every_write<R>(
+    writes: std::ops::Range<u64>,
+    workload: impl Fn(&SimFs, &std::path::Path) -> R,
+    seen: impl Fn(&R) -> Seen<'_>,
+) -> u64 {
+    let mut images = 0;
+    for n in writes {
+        let (dir, fs, run) = run_until_write(n, &workload);
+        let (states, durable, acked, attempt) = seen(&run);
+        images += check_crash_images(n, &fs, dir.path(), states, durable, acked, attempt);
+    }
+    images
+}
+
 #[test]
 fn every_write_index_recovers_to_a_completed_checkpoint() {
     // Count the writes of an uninterrupted run.
@@ -595,21 +617,11 @@ fn every_crash_point_of_a_compaction_keeps_every_commit() {
     );
     assert_eq!(state(&fs.crash_image(true), dir.path()), run.acked);
     let total = fs.control.writes.load(Ordering::SeqCst);
-    let mut images = 0;
-    for n in run.compact_start..total {
-        let (dir, fs, run) = run_until_write(n, compact_workload);
-        // Unsynced log writes a crash kept can only hold commits before
-        // the compaction.
-        images += check_crash_images(
-            n,
-            &fs,
-            dir.path(),
-            &run.states,
-            run.durable,
-            &run.acked,
-            run.attempt.as_ref(),
-        );
-    }
+    // Unsynced log writes a crash kept can only hold commits before the
+    // compaction.
+    let images = crash_every_write(run.compact_start..total, compact_workload, |r| {
+        (&r.states, r.durable, &r.acked, r.attempt.as_ref())
+    });
     assert!(images >= 60, "{images} images");
     eprintln!(
         "compaction crash points: {} write indices from the compaction on, {images} images, data file {} -> {} bytes",
@@ -763,19 +775,9 @@ fn every_crash_point_of_a_two_level_overflow_value_keeps_every_commit() {
     );
     assert_eq!(state(&fs.crash_image(true), dir.path()), run.acked);
     let total = fs.control.writes.load(Ordering::SeqCst);
-    let mut images = 0;
-    for n in run.start..total {
-        let (dir, fs, run) = run_until_write(n, overflow_workload);
-        images += check_crash_images(
-            n,
-            &fs,
-            dir.path(),
-            &run.states,
-            run.durable,
-            &run.acked,
-            run.attempt.as_ref(),
-        );
-    }
+    let images = crash_every_write(run.start..total, overflow_workload, |r| {
+        (&r.states, r.durable, &r.acked, r.attempt.as_ref())
+    });
     assert!(
         total - run.start > data_pages,
         "{} writes",
