@@ -202,9 +202,16 @@ fn an_interrupted_creation_at(ps: usize) {
 /// `verify` must give typed errors or recover by the rules: never a panic,
 /// and never a value, document or ring record that differs from what was
 /// written (a record lost from the log's unsynced tail may be missing).
-/// 500 trials; `TIDEMARK_CORRUPTION_TRIALS=N` runs N.
+/// 500 trials at each of 4 and 16 KiB pages; `TIDEMARK_CORRUPTION_TRIALS=N`
+/// runs N at each.
 #[test]
 fn random_damage_gives_errors_or_the_right_data() {
+    for ps in SIZES {
+        random_damage(ps);
+    }
+}
+
+fn random_damage(ps: usize) {
     use std::collections::BTreeMap;
     use tidemark::bson::{doc, Bson};
 
@@ -217,6 +224,7 @@ fn random_damage_gives_errors_or_the_right_data() {
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     {
         let db = common::small_builder()
+            .page_size(ps)
             .statistics_log(None)
             .file_system(Arc::new(fs.clone()))
             .open(dir.path())
@@ -282,11 +290,12 @@ fn random_damage_gives_errors_or_the_right_data() {
             }
         });
         let what = format!(
-            "trial {trial}: {} at {pos} of {}",
+            "pages of {ps}, trial {trial}: {} at {pos} of {}",
             ["bit flip", "byte", "zeroed run"][how as usize],
             file.display()
         );
         let db = match common::small_builder()
+            .page_size(ps)
             .statistics_log(None)
             .file_system(Arc::new(img.clone()))
             .open(dir.path())
@@ -380,7 +389,7 @@ fn random_damage_gives_errors_or_the_right_data() {
         let _ = Bson::Null;
     }
     eprintln!(
-        "random damage: {trials} trials: {refused} refused at open, {opened} opened \
+        "random damage, pages of {ps}: {trials} trials: {refused} refused at open, {opened} opened \
          ({read_errors} with read errors, {verify_problems} with verify problems), \
          {missing} keys missing in all (lost log tail), no wrong data"
     );
