@@ -122,8 +122,9 @@ fn durability(step: &Step) -> Durability {
     }
 }
 
-fn open(fs: &SimFs, dir: &Path) -> tidemark::Result<Database> {
+fn open(fs: &SimFs, dir: &Path, page_size: usize) -> tidemark::Result<Database> {
     common::small_builder()
+        .page_size(page_size)
         .eviction_threads(0)
         .log_segment_size(4096)
         .file_system(Arc::new(fs.clone()))
@@ -169,7 +170,7 @@ fn assert_prefix(what: &str, fault: Fault, got: &State, o: &Outcome, min: usize)
     );
 }
 
-fn run(fault: Option<Fault>) -> (SimFs, Outcome) {
+fn run(fault: Option<Fault>, ps: usize) -> (SimFs, Outcome) {
     let dir = Path::new("/db");
     let fs = SimFs::new();
     *fs.control.fault.lock() = fault;
@@ -180,7 +181,7 @@ fn run(fault: Option<Fault>) -> (SimFs, Outcome) {
         min_power: 0,
         failed: false,
     };
-    let Ok(db) = open(&fs, dir) else {
+    let Ok(db) = open(&fs, dir, ps) else {
         o.failed = true;
         return (fs, o);
     };
@@ -222,17 +223,18 @@ fn run(fault: Option<Fault>) -> (SimFs, Outcome) {
 }
 
 /// Reopens a crash image and checks it against the rules.
-fn check_image(fs: &SimFs, power_loss: bool, fault: Fault, o: &Outcome) {
+fn check_image(fs: &SimFs, power_loss: bool, fault: Fault, o: &Outcome, ps: usize) {
     let img = fs.crash_image(power_loss);
     let what = if power_loss {
         "power loss"
     } else {
         "process crash"
     };
-    let db = match open(&img, Path::new("/db")) {
+    let db = match open(&img, Path::new("/db"), ps) {
         Ok(db) => db,
         Err(e) => panic!("{what} under {fault:?}: reopening failed: {e}"),
     };
+    assert_eq!(db.page_size(), ps, "{what} under {fault:?}");
     let report = db.verify().expect("verify runs");
     assert!(report.is_ok(), "{what} under {fault:?}: {report:?}");
     let min = if power_loss {
@@ -244,7 +246,7 @@ fn check_image(fs: &SimFs, power_loss: bool, fault: Fault, o: &Outcome) {
     // Recovery left a log that recovers again to the same state.
     let before = read_state(&db);
     drop(db);
-    let again = open(&img, Path::new("/db")).expect("second reopen");
+    let again = open(&img, Path::new("/db"), ps).expect("second reopen");
     assert_eq!(
         read_state(&again),
         before,
@@ -254,10 +256,21 @@ fn check_image(fs: &SimFs, power_loss: bool, fault: Fault, o: &Outcome) {
 
 #[test]
 fn every_write_and_sync_fault_keeps_the_log_rules() {
+    every_fault_at(tidemark::DEFAULT_PAGE_SIZE);
+}
+
+/// The same on a database of 4 KiB pages, whose trees, overflow values and
+/// checkpoints take other pages and writes.
+#[test]
+fn every_write_and_sync_fault_keeps_the_log_rules_at_4_kib_pages() {
+    every_fault_at(4096);
+}
+
+fn every_fault_at(ps: usize) {
     // A clean run tells how many writes and syncs there are to fail.
     let probe = SimFs::new();
     {
-        let db = open(&probe, Path::new("/db")).unwrap();
+        let db = open(&probe, Path::new("/db"), ps).unwrap();
         for step in steps() {
             if let Step::Compact = step {
                 // The compaction must cut the file, so that the cut and its
@@ -286,14 +299,14 @@ fn every_write_and_sync_fault_keeps_the_log_rules() {
     faults.extend((0..syncs).map(Fault::FailSync));
     let mut failed_runs = 0;
     for fault in faults {
-        let (fs, o) = run(Some(fault));
+        let (fs, o) = run(Some(fault), ps);
         if o.failed {
             failed_runs += 1;
         }
-        check_image(&fs, false, fault, &o);
-        check_image(&fs, true, fault, &o);
+        check_image(&fs, false, fault, &o, ps);
+        check_image(&fs, true, fault, &o, ps);
     }
-    eprintln!("{writes} writes, {syncs} syncs: {failed_runs} runs saw a failure");
+    eprintln!("pages of {ps}: {writes} writes, {syncs} syncs: {failed_runs} runs saw a failure");
     // Most faults must have been noticed; a few (a failed rename while
     // recycling a segment, say) are absorbed and counted.
     assert!(

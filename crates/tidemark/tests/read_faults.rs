@@ -22,8 +22,15 @@ use tidemark::{Database, Error};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// Opens the database (creating it at the default page size).
 fn open(fs: &SimFs, dir: &Path) -> tidemark::Result<Database> {
+    open_sized(fs, dir, tidemark::DEFAULT_PAGE_SIZE)
+}
+
+/// Opens the database; `page_size` applies if this creates it.
+fn open_sized(fs: &SimFs, dir: &Path, page_size: usize) -> tidemark::Result<Database> {
     common::small_builder()
+        .page_size(page_size)
         .eviction_threads(0)
         .statistics_log(None)
         .file_system(Arc::new(fs.clone()))
@@ -54,9 +61,9 @@ fn is_read_error(e: &Error) -> bool {
 
 /// A checkpointed table of 1,500 keys (about 1.3 MB against a 1.1 MiB
 /// cache), then 60 commits only in the log (replayed on open).
-fn base(dir: &Path) -> (SimFs, Model) {
+fn base(dir: &Path, page_size: usize) -> (SimFs, Model) {
     let fs = SimFs::new();
-    let db = open(&fs, dir).unwrap();
+    let db = open_sized(&fs, dir, page_size).unwrap();
     let t = db.table("t").unwrap();
     let mut model = Model::new();
     for i in 0..1500 {
@@ -151,8 +158,18 @@ fn phase(fs: &SimFs, dir: &Path, model: &Model) -> Seen {
 
 #[test]
 fn every_read_fault_is_an_io_error_and_loses_nothing() {
+    every_read_fault_at(tidemark::DEFAULT_PAGE_SIZE);
+}
+
+/// The same on a database of 4 KiB pages: four times the pages to read.
+#[test]
+fn every_read_fault_at_4_kib_pages_is_an_io_error_and_loses_nothing() {
+    every_read_fault_at(4096);
+}
+
+fn every_read_fault_at(ps: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let (image, model) = base(dir.path());
+    let (image, model) = base(dir.path(), ps);
     // Count the reads of an undisturbed run.
     let clean = image.crash_image(false);
     let seen = phase(&clean, dir.path(), &model);
@@ -172,6 +189,7 @@ fn every_read_fault_is_an_io_error_and_loses_nothing() {
         *fs.control.fault.lock() = None;
         let after = fs.crash_image(false);
         let db = open(&after, dir.path()).expect("reopen after a read fault");
+        assert_eq!(db.page_size(), ps);
         let report = db.verify().unwrap();
         assert!(report.is_ok(), "read {n}: {:?}", report.problems);
         let got: Model = common::dump(&db.open_table("t").unwrap())
@@ -185,6 +203,6 @@ fn every_read_fault_is_an_io_error_and_loses_nothing() {
         );
     }
     eprintln!(
-        "read faults: {reads} read positions, each failed once; {noticed} runs saw the error, {stopped} of them in a write (writes stopped); all reopened with every acknowledged write"
+        "read faults, pages of {ps}: {reads} read positions, each failed once; {noticed} runs saw the error, {stopped} of them in a write (writes stopped); all reopened with every acknowledged write"
     );
 }
