@@ -17,8 +17,10 @@ use tidemark::{Database, Durability, Error, WriteBatch};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn open(fs: &SimFs, dir: &std::path::Path) -> tidemark::Result<Database> {
+/// Opens the database; `page_size` applies if this creates it.
+fn open(fs: &SimFs, dir: &std::path::Path, page_size: usize) -> tidemark::Result<Database> {
     common::small_builder()
+        .page_size(page_size)
         .statistics_log(None)
         .file_system(Arc::new(fs.clone()))
         .open(dir)
@@ -85,14 +87,14 @@ enum Fill {
 
 /// Fills the disk, then gives space back. Returns the commits refused
 /// while it was full and the checkpoints refused.
-fn run(fill: Fill) -> (u64, u64) {
+fn run(fill: Fill, ps: usize) -> (u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let fs = SimFs::new();
     if let Fill::Total(c) = fill {
         fs.control.capacity.store(c, Ordering::SeqCst);
     }
-    let capacity = format!("{fill:?}");
-    let db = open(&fs, dir.path()).expect("open on an empty disk");
+    let capacity = format!("{fill:?} (pages of {ps})");
+    let db = open(&fs, dir.path(), ps).expect("open on an empty disk");
     db.table("t").expect("create table");
     let mut model = Model::new();
     let (mut i, mut refused, mut ckpt_refused) = (0u64, 0u64, 0u64);
@@ -156,7 +158,8 @@ fn run(fill: Fill) -> (u64, u64) {
     db.close().expect("close");
 
     // Reopened: every acknowledged commit, and a clean verify.
-    let db = open(&fs, dir.path()).expect("reopen");
+    let db = open(&fs, dir.path(), ps).expect("reopen");
+    assert_eq!(db.page_size(), ps);
     assert_eq!(
         contents(&db, "t"),
         model,
@@ -168,6 +171,17 @@ fn run(fill: Fill) -> (u64, u64) {
 
 #[test]
 fn a_full_disk_refuses_writes_and_they_resume_when_space_returns() {
+    full_disks(tidemark::DEFAULT_PAGE_SIZE);
+}
+
+/// The same on databases of 4 KiB pages: the room a commit and a
+/// checkpoint are promised is counted in other pages.
+#[test]
+fn a_full_disk_at_4_kib_pages_refuses_writes_and_they_resume() {
+    full_disks(4096);
+}
+
+fn full_disks(ps: usize) {
     let (mut runs, mut refused, mut ckpt_refused) = (0u64, 0u64, 0u64);
     // From a disk just big enough to open the database and create its
     // first segments, up to one that fills after a few checkpoints; then
@@ -176,22 +190,23 @@ fn a_full_disk_refuses_writes_and_they_resume_when_space_returns() {
         .map(|k| Fill::Total((3 << 20) + k * (384 << 10)))
         .chain((0..12).map(|k| Fill::LogOnly(k * (96 << 10))));
     for fill in fills {
-        let (r, c) = run(fill);
+        let (r, c) = run(fill, ps);
         assert!(r >= 20);
         runs += 1;
         refused += r;
         ckpt_refused += c;
     }
     eprintln!(
-        "disk full: {runs} disks, {refused} commits and {ckpt_refused} checkpoints refused with DiskFull, writes resumed in every run"
+        "disk full, pages of {ps}: {runs} disks, {refused} commits and {ckpt_refused} checkpoints refused with DiskFull, writes resumed in every run"
     );
 }
 
 /// A 4 MB cache that lets most of its pages stay dirty (70 % target, 85 %
 /// trigger): the reserve for dirty pages is then most of what a commit
 /// must find room for.
-fn open_dirty(fs: &SimFs, dir: &std::path::Path) -> tidemark::Result<Database> {
+fn open_dirty(fs: &SimFs, dir: &std::path::Path, page_size: usize) -> tidemark::Result<Database> {
     common::small_builder()
+        .page_size(page_size)
         .cache_size(4 << 20)
         .eviction_dirty_target(70)
         .eviction_dirty_trigger(85)
@@ -210,6 +225,16 @@ fn open_dirty(fs: &SimFs, dir: &std::path::Path) -> tidemark::Result<Database> {
 /// half-way, and nothing acknowledged is lost.
 #[test]
 fn batches_spread_over_many_leaves_are_refused_whole_on_a_full_disk() {
+    spread_batches(tidemark::DEFAULT_PAGE_SIZE);
+}
+
+/// The same at 4 KiB pages: four times the leaves for a batch to dirty.
+#[test]
+fn batches_spread_over_many_4_kib_leaves_are_refused_whole_on_a_full_disk() {
+    spread_batches(4096);
+}
+
+fn spread_batches(ps: usize) {
     const KEYS: u64 = 40_000;
     fn spread_value(i: u64, round: u64) -> Vec<u8> {
         vec![(i + round) as u8; 120]
@@ -259,11 +284,19 @@ fn batches_spread_over_many_leaves_are_refused_whole_on_a_full_disk() {
         (model, refused)
     }
     let (mut refused_total, mut evicted_total) = (0, 0);
-    let sizes = [0u64, 256, 768, 1536];
+    // Room beyond the filled disk. A batch is admitted only with room for
+    // two blocks for each key it changes (at most the blocks in use) and
+    // the dirty pages' reserve. At 16 KiB pages the free blocks the fill
+    // left in the data file already hold that. At 4 KiB pages (four times
+    // the blocks in use, and a reserve of four times the frames) every
+    // batch was refused with up to 1.5 MB more (2026-11-28: no commit, no
+    // eviction); with 8 MB more, batches go through until the disk fills.
+    let base_kb = if ps >= 16384 { 0 } else { 8 << 10 };
+    let sizes = [0u64, 256, 768, 1536].map(|kb| base_kb + kb);
     for extra_kb in sizes {
         let dir = tempfile::tempdir().unwrap();
         let fs = SimFs::new();
-        let db = open_dirty(&fs, dir.path()).expect("open");
+        let db = open_dirty(&fs, dir.path(), ps).expect("open");
         let mut models = vec![Model::new(), Model::new()];
         for (n, model) in models.iter_mut().enumerate() {
             let table = format!("t{n}");
@@ -321,7 +354,8 @@ fn batches_spread_over_many_leaves_are_refused_whole_on_a_full_disk() {
         models[0].insert(key(0), b"after".to_vec());
         db.checkpoint().expect("checkpoint after space returned");
         db.close().expect("close");
-        let db = open_dirty(&fs, dir.path()).expect("reopen");
+        let db = open_dirty(&fs, dir.path(), ps).expect("reopen");
+        assert_eq!(db.page_size(), ps);
         for (n, m) in models.iter().enumerate() {
             assert_eq!(
                 &contents(&db, &format!("t{n}")),
@@ -333,7 +367,7 @@ fn batches_spread_over_many_leaves_are_refused_whole_on_a_full_disk() {
     }
     assert!(refused_total > 0);
     eprintln!(
-        "spread batches: {} disks, {refused_total} commits refused with DiskFull, {evicted_total} dirty pages evicted while filling, writes never stopped",
+        "spread batches, pages of {ps}: {} disks, {refused_total} commits refused with DiskFull, {evicted_total} dirty pages evicted while filling, writes never stopped",
         sizes.len()
     );
 }
