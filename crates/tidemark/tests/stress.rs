@@ -17,8 +17,9 @@ const OPS_PER_WRITER: u64 = 6000;
 /// 2 MiB cache with eviction workers and frequent checkpoints: every
 /// protocol (shadow copies, evicting pages a checkpoint still owes, splits
 /// and unlinks under contention) gets exercised.
-fn busy_db(dir: &std::path::Path) -> tidemark::Database {
+fn busy_db(dir: &std::path::Path, page_size: usize) -> tidemark::Database {
     tidemark::Builder::new()
+        .page_size(page_size)
         .cache_size(2 << 20)
         .eviction_threads(2)
         .checkpoint_interval(Some(Duration::from_millis(20)))
@@ -28,8 +29,18 @@ fn busy_db(dir: &std::path::Path) -> tidemark::Database {
 
 #[test]
 fn concurrent_writers_readers_and_checkpoints_match_the_model() {
+    writers_readers_and_checkpoints(tidemark::DEFAULT_PAGE_SIZE);
+}
+
+/// The same at 4 KiB pages: four times the pages, splits and evictions.
+#[test]
+fn concurrent_writers_readers_and_checkpoints_match_the_model_at_4_kib_pages() {
+    writers_readers_and_checkpoints(4096);
+}
+
+fn writers_readers_and_checkpoints(ps: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let db = busy_db(dir.path());
+    let db = busy_db(dir.path(), ps);
     let t = db.table("t").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
 
@@ -123,6 +134,7 @@ fn concurrent_writers_readers_and_checkpoints_match_the_model() {
     db.close().unwrap();
 
     let db = tidemark::Database::open(dir.path()).unwrap();
+    assert_eq!(db.page_size(), ps);
     let got: BTreeMap<_, _> = common::dump(&db.open_table("t").unwrap())
         .into_iter()
         .collect();
@@ -137,7 +149,7 @@ fn concurrent_writers_readers_and_checkpoints_match_the_model() {
 #[test]
 fn queues_unlink_leaves_under_concurrent_scans_and_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
-    let db = busy_db(dir.path());
+    let db = busy_db(dir.path(), tidemark::DEFAULT_PAGE_SIZE);
     let t = db.table("q").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let key = |w: u64, i: u64| {
@@ -224,7 +236,15 @@ fn queues_unlink_leaves_under_concurrent_scans_and_checkpoints() {
 /// or repeat them.
 #[test]
 fn scans_see_every_untouched_key_while_leaves_split_merge_and_unlink() {
-    let s = scans_while_the_tree_changes(3000, 0);
+    let s = scans_while_the_tree_changes(3000, 0, tidemark::DEFAULT_PAGE_SIZE);
+    assert!(s.tree_leaves_merged > 0, "no leaf was merged: {s:?}");
+    assert!(s.tree_leaves_unlinked > 0, "no leaf was unlinked: {s:?}");
+}
+
+/// The same at 4 KiB pages, whose leaves hold a quarter of the keys.
+#[test]
+fn scans_see_every_untouched_key_while_4_kib_leaves_split_merge_and_unlink() {
+    let s = scans_while_the_tree_changes(3000, 0, 4096);
     assert!(s.tree_leaves_merged > 0, "no leaf was merged: {s:?}");
     assert!(s.tree_leaves_unlinked > 0, "no leaf was unlinked: {s:?}");
 }
@@ -233,7 +253,7 @@ fn scans_see_every_untouched_key_while_leaves_split_merge_and_unlink() {
 /// and merge branches too, and the root grows a level and loses it again.
 #[test]
 fn scans_see_every_untouched_key_while_branches_split_merge_and_the_root_collapses() {
-    let s = scans_while_the_tree_changes(30, 1600);
+    let s = scans_while_the_tree_changes(30, 1600, tidemark::DEFAULT_PAGE_SIZE);
     assert!(s.tree_branches_merged > 0, "no branch was merged: {s:?}");
     assert!(
         s.tree_roots_collapsed > 0,
@@ -244,7 +264,7 @@ fn scans_see_every_untouched_key_while_branches_split_merge_and_the_root_collaps
 /// `stable` keys no writer touches, padded by `pad` bytes, and two writers
 /// inserting and deleting bursts between them while scans check that each
 /// stable key appears exactly once, in order; returns the stats at the end.
-fn scans_while_the_tree_changes(stable: u32, pad: usize) -> tidemark::Stats {
+fn scans_while_the_tree_changes(stable: u32, pad: usize, page_size: usize) -> tidemark::Stats {
     let dir = tempfile::tempdir().unwrap();
     // Room for the versions a slow scan keeps (a tiny cache would refuse
     // most scans as too old). The two writers commit about 800,000 records
@@ -253,6 +273,7 @@ fn scans_while_the_tree_changes(stable: u32, pad: usize) -> tidemark::Stats {
     // refused once commits got cheaper (2a2e46e), and the loop below never
     // ended. Half the cache gives a scan about five times as long.
     let db = tidemark::Builder::new()
+        .page_size(page_size)
         .cache_size(32 << 20)
         .version_budget(50)
         .checkpoint_interval(Some(Duration::from_millis(50)))
