@@ -552,23 +552,44 @@ fn a_long_snapshot_never_holds_more_than_the_budget() {
 /// A snapshot keeps seeing values stored in overflow pages (and small ones
 /// beside them) after they are overwritten and deleted, through point reads
 /// and a scan; newer snapshots see the changes.
+/// At 4, 16 and 32 KiB pages. `e` holds a value one byte past what one
+/// overflow index page lists (two index levels at 4 KiB pages), or the
+/// largest value where that is more (16 and 32 KiB).
 #[test]
 fn snapshots_keep_overwritten_large_values() {
+    for ps in [4096, tidemark::DEFAULT_PAGE_SIZE, 32768] {
+        snapshots_keep_overwritten_large_values_at(ps);
+    }
+}
+
+fn snapshots_keep_overwritten_large_values_at(ps: usize) {
     let dir = tempfile::tempdir().unwrap();
+    // Versions may take half the cache: the old `e`, up to 16 MiB, stays
+    // under the 80 % past which the oldest snapshot is invalidated.
     let db = Database::builder()
+        .page_size(ps)
         .cache_size(64 << 20)
+        .version_budget(50)
         .open(dir.path())
         .unwrap();
     let t = db.table("t").unwrap();
     let big = |b: u8, n: usize| vec![b; n];
+    let huge = ((ps - 32) / 8 * (ps - 32) + 1).min(tidemark::MAX_VALUE_SIZE);
     t.put(b"a", big(1, 200_000)).unwrap();
     t.put(b"b", big(2, 30)).unwrap();
     t.put(b"c", big(3, 70_000)).unwrap();
+    t.put(b"e", big(7, huge)).unwrap();
     let snap = db.begin_read();
     t.put(b"a", big(4, 90_000)).unwrap();
     t.put(b"b", big(5, 150_000)).unwrap();
     t.delete(b"c").unwrap();
     t.put(b"d", big(6, 40_000)).unwrap();
+    t.put(b"e", big(8, 10)).unwrap();
+    assert_eq!(
+        snap.get("t", b"e").unwrap(),
+        Some(big(7, huge)),
+        "pages of {ps}"
+    );
     assert_eq!(snap.get("t", b"a").unwrap(), Some(big(1, 200_000)));
     assert_eq!(snap.get("t", b"b").unwrap(), Some(big(2, 30)));
     assert_eq!(snap.get("t", b"c").unwrap(), Some(big(3, 70_000)));
@@ -586,19 +607,22 @@ fn snapshots_keep_overwritten_large_values() {
         vec![
             (b"a".to_vec(), 200_000, 1),
             (b"b".to_vec(), 30, 2),
-            (b"c".to_vec(), 70_000, 3)
+            (b"c".to_vec(), 70_000, 3),
+            (b"e".to_vec(), huge, 7)
         ]
     );
     let now = db.begin_read();
     assert_eq!(now.get("t", b"b").unwrap(), Some(big(5, 150_000)));
     assert_eq!(now.get("t", b"c").unwrap(), None);
+    assert_eq!(now.get("t", b"e").unwrap(), Some(big(8, 10)));
     drop(snap);
     drop(now);
     assert_eq!(
         db.stats().versions_bytes,
         0,
-        "versions outlived the snapshots"
+        "pages of {ps}: versions outlived the snapshots"
     );
+    assert!(db.verify().unwrap().is_ok(), "pages of {ps}");
 }
 
 /// Interleaved transactions against a reference that implements snapshot
