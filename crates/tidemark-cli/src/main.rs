@@ -13,6 +13,8 @@ use tidemark::bson::Bson;
 use tidemark::Database;
 use tidemark_cli::{report, stat, transfer};
 
+mod keys;
+
 type KvResult = tidemark::Result<(Vec<u8>, Vec<u8>)>;
 
 #[derive(Parser)]
@@ -32,6 +34,10 @@ struct Cli {
     /// 16384 or 32768); an existing database keeps its own.
     #[arg(long, global = true, default_value_t = tidemark::DEFAULT_PAGE_SIZE)]
     page_size: usize,
+    /// Keys, values and bounds are hex on the command line, and `get` and
+    /// `scan` print keys and values as hex: for binary keys and values.
+    #[arg(long, global = true)]
+    hex: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -72,9 +78,15 @@ enum Cmd {
         /// Last key (exclusive).
         #[arg(long)]
         to: Option<String>,
+        /// Only keys that start with this.
+        #[arg(long, conflicts_with_all = ["from", "to"])]
+        prefix: Option<String>,
         /// Highest keys first.
         #[arg(long)]
         reverse: bool,
+        /// Print at most this many lines.
+        #[arg(long)]
+        limit: Option<usize>,
     },
     /// List tables.
     Tables,
@@ -280,13 +292,17 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             value,
             durability,
         } => {
-            db.table(&table)?
-                .put_with(key.as_bytes(), value.as_bytes(), durability)?;
+            let key = keys::decode(&key, cli.hex, "KEY")?;
+            let value = keys::decode(&value, cli.hex, "VALUE")?;
+            db.table(&table)?.put_with(&key, &value, durability)?;
             ExitCode::SUCCESS
         }
-        Cmd::Get { table, key } => match db.open_table(&table)?.get(key.as_bytes())? {
+        Cmd::Get { table, key } => match db
+            .open_table(&table)?
+            .get(&keys::decode(&key, cli.hex, "KEY")?)?
+        {
             Some(v) => {
-                out.write_all(&v)?;
+                keys::write(&mut out, &v, cli.hex)?;
                 out.write_all(b"\n")?;
                 ExitCode::SUCCESS
             }
@@ -296,7 +312,10 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             }
         },
         Cmd::Delete { table, key } => {
-            if db.open_table(&table)?.delete(key.as_bytes())? {
+            if db
+                .open_table(&table)?
+                .delete(&keys::decode(&key, cli.hex, "KEY")?)?
+            {
                 ExitCode::SUCCESS
             } else {
                 eprintln!("tidemark: key not found");
@@ -307,23 +326,37 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             table,
             from,
             to,
+            prefix,
             reverse,
+            limit,
         } => {
             let t = db.open_table(&table)?;
             use std::ops::Bound::{Excluded, Included, Unbounded};
-            let lo = from.as_ref().map_or(Unbounded, |k| Included(k.as_bytes()));
-            let hi = to.as_ref().map_or(Unbounded, |k| Excluded(k.as_bytes()));
+            let arg = |a: &Option<String>, what| {
+                a.as_deref()
+                    .map(|k| keys::decode(k, cli.hex, what))
+                    .transpose()
+            };
+            let (lo, hi) = match arg(&prefix, "--prefix")? {
+                Some(p) => {
+                    let end = keys::prefix_end(&p);
+                    (Some(p), end)
+                }
+                None => (arg(&from, "--from")?, arg(&to, "--to")?),
+            };
+            let lo = lo.as_deref().map_or(Unbounded, Included);
+            let hi = hi.as_deref().map_or(Unbounded, Excluded);
             let range = t.range::<&[u8], _>((lo, hi));
             let it: Box<dyn Iterator<Item = KvResult>> = if reverse {
                 Box::new(range.rev())
             } else {
                 Box::new(range)
             };
-            for kv in it {
+            for kv in it.take(limit.unwrap_or(usize::MAX)) {
                 let (k, v) = kv?;
-                out.write_all(&k)?;
+                keys::write(&mut out, &k, cli.hex)?;
                 out.write_all(b"\t")?;
-                out.write_all(&v)?;
+                keys::write(&mut out, &v, cli.hex)?;
                 out.write_all(b"\n")?;
             }
             ExitCode::SUCCESS

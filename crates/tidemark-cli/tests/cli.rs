@@ -74,6 +74,61 @@ fn put_get_scan_stats_checkpoint_verify() {
 }
 
 #[test]
+fn hex_keys_prefix_and_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // Big-endian integers and bytes no shell argument can hold.
+    for (k, v) in [("0000000000000002", "0a09"), ("0000000000000001", "ff00")] {
+        assert_eq!(tm(&db, &["--hex", "put", "t", k, v]).0, 0);
+    }
+    assert_eq!(tm(&db, &["put", "t", "abc", "x"]).0, 0);
+    assert_eq!(tm(&db, &["put", "t", "abd", "y"]).0, 0);
+    assert_eq!(tm(&db, &["put", "t", "b", "z"]).0, 0);
+    assert_eq!(
+        tm(&db, &["--hex", "get", "t", "0000000000000001"]),
+        (0, "ff00\n".into(), String::new())
+    );
+    // Text keys print as hex too under --hex.
+    assert_eq!(
+        tm(&db, &["--hex", "scan", "t", "--prefix", "00"]).1,
+        "0000000000000001\tff00\n0000000000000002\t0a09\n"
+    );
+    assert_eq!(
+        tm(&db, &["--hex", "scan", "t", "--from", "61", "--limit", "1"]).1,
+        "616263\t78\n"
+    );
+    assert_eq!(
+        tm(&db, &["scan", "t", "--prefix", "ab"]).1,
+        "abc\tx\nabd\ty\n"
+    );
+    assert_eq!(
+        tm(
+            &db,
+            &["scan", "t", "--prefix", "ab", "--reverse", "--limit", "1"]
+        )
+        .1,
+        "abd\ty\n"
+    );
+    assert_eq!(tm(&db, &["scan", "t", "--limit", "0"]).1, "");
+    // Malformed hex fails with the argument named, and writes nothing.
+    let (code, _, err) = tm(&db, &["--hex", "put", "t", "00", "0g"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("VALUE \"0g\" is not hex"), "{err}");
+    assert_eq!(tm(&db, &["--hex", "get", "t", "00"]).0, 1);
+    let (code, _, err) = tm(&db, &["--hex", "delete", "t", "abc"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("KEY \"abc\" is not hex"), "{err}");
+    assert_eq!(
+        tm(&db, &["scan", "t", "--prefix", "a"]).1,
+        "abc\tx\nabd\ty\n"
+    );
+    // A prefix and explicit bounds do not mix.
+    assert_ne!(tm(&db, &["scan", "t", "--prefix", "a", "--to", "b"]).0, 0);
+    assert_eq!(tm(&db, &["--hex", "delete", "t", "0000000000000001"]).0, 0);
+    assert_eq!(tm(&db, &["--hex", "get", "t", "0000000000000001"]).0, 1);
+}
+
+#[test]
 fn missing_table_and_corrupt_file_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
