@@ -20,6 +20,22 @@ pub(crate) fn write(out: &mut impl std::io::Write, bytes: &[u8], hex: bool) -> s
     }
 }
 
+/// The bytes of `path` (`-`: standard input) as a value. Reads at most one
+/// byte past [`tidemark::MAX_VALUE_SIZE`], so that a larger input is refused
+/// by the engine's own check without being read whole.
+pub(crate) fn read_value(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let limit = tidemark::MAX_VALUE_SIZE as u64 + 1;
+    let mut v = Vec::new();
+    let r = if path.as_os_str() == "-" {
+        std::io::stdin().lock().take(limit).read_to_end(&mut v)
+    } else {
+        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut v))
+    };
+    r.map_err(|e| format!("--value-file {}: {e}", path.display()))?;
+    Ok(v)
+}
+
 /// The smallest key above every key that starts with `prefix`, or `None`
 /// when there is none (the prefix is empty or all 0xff): the exclusive end
 /// of a prefix scan.

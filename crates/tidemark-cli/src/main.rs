@@ -58,7 +58,12 @@ enum Cmd {
     Put {
         table: String,
         key: String,
-        value: String,
+        #[arg(required_unless_present = "value_file")]
+        value: Option<String>,
+        /// Take the value from this file's bytes (`-`: standard input)
+        /// instead of the command line: values up to the engine's 16 MiB.
+        #[arg(long, conflicts_with = "value")]
+        value_file: Option<PathBuf>,
         /// When the command may return: none (in memory; the checkpoint at
         /// exit makes it durable), write (handed to the OS), fsync (on
         /// stable storage).
@@ -66,7 +71,13 @@ enum Cmd {
         durability: tidemark::Durability,
     },
     /// Print the value of KEY in TABLE.
-    Get { table: String, key: String },
+    Get {
+        table: String,
+        key: String,
+        /// No newline after the value: its bytes alone (for `> file`).
+        #[arg(long)]
+        raw: bool,
+    },
     /// Delete KEY from TABLE.
     Delete { table: String, key: String },
     /// Print `key<TAB>value` lines in key order.
@@ -290,20 +301,27 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             table,
             key,
             value,
+            value_file,
             durability,
         } => {
             let key = keys::decode(&key, cli.hex, "KEY")?;
-            let value = keys::decode(&value, cli.hex, "VALUE")?;
+            let value = match (value, value_file) {
+                (Some(v), _) => keys::decode(&v, cli.hex, "VALUE")?,
+                (None, Some(path)) => keys::read_value(&path)?,
+                (None, None) => unreachable!("clap requires VALUE or --value-file"),
+            };
             db.table(&table)?.put_with(&key, &value, durability)?;
             ExitCode::SUCCESS
         }
-        Cmd::Get { table, key } => match db
+        Cmd::Get { table, key, raw } => match db
             .open_table(&table)?
             .get(&keys::decode(&key, cli.hex, "KEY")?)?
         {
             Some(v) => {
                 keys::write(&mut out, &v, cli.hex)?;
-                out.write_all(b"\n")?;
+                if !raw {
+                    out.write_all(b"\n")?;
+                }
                 ExitCode::SUCCESS
             }
             None => {

@@ -129,6 +129,49 @@ fn hex_keys_prefix_and_limit() {
 }
 
 #[test]
+fn values_from_files_and_stdin_and_raw_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // Every byte value, and more than a shell argument may hold.
+    let blob: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 256) as u8).collect();
+    let file = dir.path().join("blob");
+    std::fs::write(&file, &blob).unwrap();
+    let f = file.to_str().unwrap();
+    assert_eq!(tm(&db, &["put", "t", "blob", "--value-file", f]).0, 0);
+    let out = Command::new(env!("CARGO_BIN_EXE_tidemark"))
+        .arg("--db")
+        .arg(&db)
+        .args(["get", "t", "blob", "--raw"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout == blob, "the value read back differs");
+    assert_eq!(
+        tm_stdin(&db, &["put", "t", "s", "--value-file", "-"], "a\tb\n").0,
+        0
+    );
+    assert_eq!(tm(&db, &["get", "t", "s", "--raw"]).1, "a\tb\n");
+    assert_eq!(tm(&db, &["get", "t", "s"]).1, "a\tb\n\n");
+    // One byte over the engine's limit is refused, typed, and not written.
+    let big = dir.path().join("big");
+    std::fs::write(&big, vec![0u8; tidemark::MAX_VALUE_SIZE + 1]).unwrap();
+    let (code, _, err) = tm(
+        &db,
+        &["put", "t", "big", "--value-file", big.to_str().unwrap()],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("exceeds the limit"), "{err}");
+    assert_eq!(tm(&db, &["get", "t", "big"]).0, 1);
+    // A value on the command line and a file do not mix; a missing file is
+    // named.
+    assert_ne!(tm(&db, &["put", "t", "k", "v", "--value-file", f]).0, 0);
+    assert_ne!(tm(&db, &["put", "t", "k"]).0, 0);
+    let (code, _, err) = tm(&db, &["put", "t", "k", "--value-file", "/nonexistent/v"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("/nonexistent/v"), "{err}");
+}
+
+#[test]
 fn missing_table_and_corrupt_file_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
