@@ -364,7 +364,10 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             };
             let lo = lo.as_deref().map_or(Unbounded, Included);
             let hi = hi.as_deref().map_or(Unbounded, Excluded);
-            let range = t.range::<&[u8], _>((lo, hi));
+            let mut range = t.range::<&[u8], _>((lo, hi));
+            if let Some(n) = limit {
+                range = range.read_ahead(n);
+            }
             let it: Box<dyn Iterator<Item = KvResult>> = if reverse {
                 Box::new(range.rev())
             } else {

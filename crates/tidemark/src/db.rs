@@ -1336,6 +1336,8 @@ impl Table {
             last_front: None,
             last_back: None,
             hint: ScanHint::default(),
+            want_front: None,
+            want_back: None,
         }
     }
 
@@ -1361,9 +1363,45 @@ pub struct Range {
     last_back: Option<Vec<u8>>,
     /// The front's place in the tree between leaves.
     hint: ScanHint,
+    /// Entries the caller still expects from the front ([`Range::read_ahead`]);
+    /// `None`: unknown, or already exceeded.
+    want_front: Option<usize>,
+    /// The same from the back.
+    want_back: Option<usize>,
 }
 
 impl Range {
+    /// Tells the iterator that the caller will take about `n` entries from
+    /// each end it reads, as with `.take(n)`: it then copies at most that
+    /// many out of the leaves, where it otherwise copies the rest of each
+    /// leaf it reaches. A hint only: the entries returned are the same, and
+    /// reading past `n` goes on as without it (after one more descent from
+    /// the root).
+    ///
+    /// ```no_run
+    /// # let db = tidemark::Database::open("x")?;
+    /// let t = db.table("t")?;
+    /// let first_ten: Vec<_> = t.range(b"k".to_vec()..).read_ahead(10).take(10).collect();
+    /// # Ok::<(), tidemark::Error>(())
+    /// ```
+    #[must_use]
+    pub fn read_ahead(mut self, n: usize) -> Self {
+        let want = (n > 0).then_some(n);
+        self.want_front = want;
+        self.want_back = want;
+        self
+    }
+
+    /// Counts one entry taken against what the caller expected.
+    fn took(want: &mut Option<usize>) {
+        if let Some(w) = want {
+            *w -= 1;
+            if *w == 0 {
+                *want = None;
+            }
+        }
+    }
+
     fn crossed(&self, key: &[u8], from_front: bool) -> bool {
         if from_front {
             self.last_back.as_deref().is_some_and(|b| key >= b)
@@ -1379,18 +1417,21 @@ impl Range {
                 &self.lo,
                 &self.hi,
                 &mut self.hint,
+                self.want_front.unwrap_or(usize::MAX),
             );
             let batch = self.table.map_dropped(batch)?;
             if let Some((k, _)) = batch.entries.last() {
                 self.lo = Bound::Excluded(k.clone());
             }
-            // Every key of the next leaf is at or above the fence.
-            let to = match batch.fence {
-                Some(f) => {
+            // Every key of the next leaf is at or above the fence; a cut
+            // batch ends at its last key, and the next starts after it.
+            let to = match (batch.fence, batch.entries.last()) {
+                (_, Some((k, _))) if batch.cut => Bound::Included(k.clone()),
+                (Some(f), _) => {
                     self.lo = Bound::Included(f.clone());
                     Bound::Excluded(f)
                 }
-                None => {
+                (None, _) => {
                     self.front_done = true;
                     self.hi.clone()
                 }
@@ -1407,23 +1448,24 @@ impl Range {
     fn refill_back(&mut self) -> Result<()> {
         while self.back.is_empty() && !self.back_done {
             let to = self.hi.clone();
-            let batch = self
-                .table
-                .db
-                .engine()
-                .tree(self.table.root)
-                .fetch_backward(&self.lo, &self.hi);
+            let batch = self.table.db.engine().tree(self.table.root).fetch_backward(
+                &self.lo,
+                &self.hi,
+                self.want_back.unwrap_or(usize::MAX),
+            );
             let batch = self.table.map_dropped(batch)?;
             if let Some((k, _)) = batch.entries.last() {
                 self.hi = Bound::Excluded(k.clone());
             }
-            // Every key of this leaf is at or above the fence.
-            let from = match batch.fence {
-                Some(f) => {
+            // Every key of this leaf is at or above the fence; a cut batch
+            // ends at its last (lowest) key, and the next starts below it.
+            let from = match (batch.fence, batch.entries.last()) {
+                (_, Some((k, _))) if batch.cut => Bound::Included(k.clone()),
+                (Some(f), _) => {
                     self.hi = Bound::Excluded(f.clone());
                     Bound::Included(f)
                 }
-                None => {
+                (None, _) => {
                     self.back_done = true;
                     self.lo.clone()
                 }
@@ -1447,12 +1489,15 @@ impl Iterator for Range {
             self.front.clear();
             return Some(Err(e));
         }
-        let (k, v) = self.front.pop_front()?;
+        // The front has read everything up to what the back read: the
+        // back's unreturned entries come next, lowest first.
+        let (k, v) = self.front.pop_front().or_else(|| self.back.pop_back())?;
         if self.crossed(&k, true) {
             self.front.clear();
             self.front_done = true;
             return None;
         }
+        Self::took(&mut self.want_front);
         // Reuses the buffer: no allocation per entry.
         let last = self.last_front.get_or_insert_with(Vec::new);
         last.clear();
@@ -1468,12 +1513,14 @@ impl DoubleEndedIterator for Range {
             self.back.clear();
             return Some(Err(e));
         }
-        let (k, v) = self.back.pop_front()?;
+        // As in `next`: the front's unreturned entries, highest first.
+        let (k, v) = self.back.pop_front().or_else(|| self.front.pop_back())?;
         if self.crossed(&k, false) {
             self.back.clear();
             self.back_done = true;
             return None;
         }
+        Self::took(&mut self.want_back);
         // Reuses the buffer: no allocation per entry.
         let last = self.last_back.get_or_insert_with(Vec::new);
         last.clear();

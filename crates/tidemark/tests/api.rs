@@ -829,3 +829,48 @@ fn dropping_os_cache_pages_loses_nothing() {
     }
     assert!(db.verify().unwrap().problems.is_empty());
 }
+
+/// A double-ended iterator is over only when its two ends meet: after
+/// entries taken from one end, the other end yields every entry between
+/// them, including those the first end had already read from its leaf.
+#[test]
+fn one_end_yields_what_the_other_end_read_but_did_not_return() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder().open(dir.path()).unwrap();
+    let t = db.table("t").unwrap();
+    let keys: Vec<Vec<u8>> = (0..3000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    for k in &keys {
+        t.put(k, vec![b'v'; 60]).unwrap();
+    }
+    for ahead in [None, Some(1), Some(5), Some(100)] {
+        let ahead_of = |r: tidemark::Range| match ahead {
+            Some(n) => r.read_ahead(n),
+            None => r,
+        };
+        // One entry from the back, then the rest from the front.
+        let mut it = ahead_of(t.iter());
+        let last = it.next_back().unwrap().unwrap().0;
+        assert_eq!(&last, keys.last().unwrap());
+        let rest: Vec<Vec<u8>> = it.map(|r| r.unwrap().0).collect();
+        assert_eq!(rest, keys[..keys.len() - 1], "{ahead:?}");
+        // One from the front, then the rest from the back.
+        let mut it = ahead_of(t.iter());
+        assert_eq!(&it.next().unwrap().unwrap().0, &keys[0]);
+        let rest: Vec<Vec<u8>> = it.rev().map(|r| r.unwrap().0).collect();
+        let mut want = keys[1..].to_vec();
+        want.reverse();
+        assert_eq!(rest, want, "{ahead:?}");
+        // Alternating ends, stopping at the first end that is done.
+        let mut it = ahead_of(t.iter());
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        while let Some(a) = it.next() {
+            front.push(a.unwrap().0);
+            let Some(b) = it.next_back() else { break };
+            back.push(b.unwrap().0);
+        }
+        assert!(it.next().is_none() && it.next_back().is_none());
+        back.reverse();
+        front.extend(back);
+        assert_eq!(front, keys, "{ahead:?}");
+    }
+}

@@ -67,7 +67,8 @@ enum Op {
     /// Deletes of every `step`-th key in `first..first + n`, one batch:
     /// leaves left sparse, which merge with their siblings.
     Thin(u16, u16, u16, Durability),
-    Scan(u16, u16, bool),
+    /// Keys from, keys to, reversed, the read-ahead hint, entries taken.
+    Scan(u16, u16, bool, Option<u16>, Option<u16>),
     Checkpoint,
     Reopen,
     Crash(bool),
@@ -92,7 +93,14 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(items, d)| Op::Batch(items, d)),
         3 => (0u16..1500, 1u16..800, 1u16..3, durability())
             .prop_map(|(k, n, step, d)| Op::Thin(k, n, step, d)),
-        3 => (0u16..1500, 0u16..1500, any::<bool>()).prop_map(|(a, b, r)| Op::Scan(a, b, r)),
+        3 => (
+            0u16..1500,
+            0u16..1500,
+            any::<bool>(),
+            prop::option::of(0u16..200),
+            prop::option::of(0u16..200)
+        )
+            .prop_map(|(a, b, r, ahead, take)| Op::Scan(a, b, r, ahead, take)),
         3 => Just(Op::Checkpoint),
         1 => Just(Op::Reopen),
         1 => any::<bool>().prop_map(Op::Crash),
@@ -169,25 +177,24 @@ fn run(ops: Vec<Op>, page_size: usize) {
                 db.write(&b).unwrap();
                 survivors.committed(&model, d);
             }
-            Op::Scan(a, z, rev) => {
+            Op::Scan(a, z, rev, ahead, take) => {
                 let (lo, hi) = (key(a.min(z)), key(a.max(z)));
-                let mut got: Vec<(Vec<u8>, Vec<u8>)> = if rev {
-                    t.range(lo.as_slice()..hi.as_slice())
-                        .rev()
-                        .map(|r| r.unwrap())
-                        .collect()
-                } else {
-                    t.range(lo.as_slice()..hi.as_slice())
-                        .map(|r| r.unwrap())
-                        .collect()
-                };
-                if rev {
-                    got.reverse();
+                let mut it = t.range(lo.as_slice()..hi.as_slice());
+                if let Some(n) = ahead {
+                    it = it.read_ahead(usize::from(n));
                 }
-                let want: Vec<(Vec<u8>, Vec<u8>)> = model
-                    .range(lo..hi)
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
+                let take = take.map_or(usize::MAX, usize::from);
+                let got: Vec<(Vec<u8>, Vec<u8>)> = if rev {
+                    it.rev().take(take).map(|r| r.unwrap()).collect()
+                } else {
+                    it.take(take).map(|r| r.unwrap()).collect()
+                };
+                let all = model.range(lo..hi).map(|(k, v)| (k.clone(), v.clone()));
+                let want: Vec<(Vec<u8>, Vec<u8>)> = if rev {
+                    all.rev().take(take).collect()
+                } else {
+                    all.take(take).collect()
+                };
                 assert_eq!(got, want);
             }
             Op::Checkpoint => {

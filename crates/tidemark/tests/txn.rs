@@ -790,3 +790,100 @@ fn empty_and_inverted_ranges_are_empty_while_versions_are_kept() {
     }
     assert_eq!(snap.get("t", b"m").unwrap().as_deref(), Some(&b"1"[..]));
 }
+
+/// `Range::read_ahead` copies fewer entries out of a leaf than the leaf
+/// holds; a snapshot's range must still see exactly its own state, when the
+/// caller takes fewer entries than the hint, as many, or more, from either
+/// end, while keys around the cut were deleted, overwritten and inserted
+/// after the snapshot.
+#[test]
+fn read_ahead_keeps_a_snapshots_entries_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let t = db.table("t").unwrap();
+    let val = |i: u32, tag: u8| vec![tag; 200 + (i as usize % 7) * 50];
+    // Even keys before the snapshot; a table of many leaves.
+    for i in (0..1200u32).step_by(2) {
+        t.put(i.to_be_bytes(), val(i, 1)).unwrap();
+    }
+    let want: Vec<(Vec<u8>, Vec<u8>)> = (0..1200u32)
+        .step_by(2)
+        .map(|i| (i.to_be_bytes().to_vec(), val(i, 1)))
+        .collect();
+    let snap = db.begin_read();
+    // After it: odd keys inserted between them, a third deleted, a third
+    // overwritten.
+    for i in 0..1200u32 {
+        match (i % 2, i % 3) {
+            (1, _) => t.put(i.to_be_bytes(), val(i, 2)).unwrap(),
+            (0, 0) => assert!(t.delete(i.to_be_bytes()).unwrap()),
+            (0, 1) => t.put(i.to_be_bytes(), val(i, 3)).unwrap(),
+            _ => {}
+        }
+    }
+    for ahead in [0usize, 1, 2, 3, 7, 40, 299, 600, 5000] {
+        for take in [1usize, 5, 13, 60, 301, usize::MAX] {
+            let fwd: Vec<_> = snap
+                .range::<&[u8], _>("t", ..)
+                .unwrap()
+                .read_ahead(ahead)
+                .take(take)
+                .map(|r| r.unwrap())
+                .collect();
+            let expect: Vec<_> = want.iter().take(take).cloned().collect();
+            assert_eq!(fwd, expect, "forward, ahead {ahead}, take {take}");
+            let back: Vec<_> = snap
+                .range::<&[u8], _>("t", ..)
+                .unwrap()
+                .read_ahead(ahead)
+                .rev()
+                .take(take)
+                .map(|r| r.unwrap())
+                .collect();
+            let expect: Vec<_> = want.iter().rev().take(take).cloned().collect();
+            assert_eq!(back, expect, "backward, ahead {ahead}, take {take}");
+            // From a key in the middle, and from both ends at once.
+            let mid = 601u32.to_be_bytes();
+            let from_mid: Vec<_> = snap
+                .range::<&[u8], _>("t", mid.as_slice()..)
+                .unwrap()
+                .read_ahead(ahead)
+                .take(take)
+                .map(|r| r.unwrap())
+                .collect();
+            let expect: Vec<_> = want
+                .iter()
+                .filter(|(k, _)| k.as_slice() >= mid.as_slice())
+                .take(take)
+                .cloned()
+                .collect();
+            assert_eq!(
+                from_mid, expect,
+                "from the middle, ahead {ahead}, take {take}"
+            );
+            let mut both = snap.range::<&[u8], _>("t", ..).unwrap().read_ahead(ahead);
+            let (mut front, mut rear) = (Vec::new(), Vec::new());
+            while let Some(kv) = both.next() {
+                front.push(kv.unwrap());
+                match both.next_back() {
+                    Some(kv) => rear.push(kv.unwrap()),
+                    None => break,
+                }
+            }
+            rear.reverse();
+            front.extend(rear);
+            assert_eq!(front, want, "both ends, ahead {ahead}");
+        }
+    }
+    // The live table, with the same hints, sees every change.
+    let live: Vec<_> = t.range::<&[u8], _>(..).map(|r| r.unwrap()).collect();
+    for ahead in [1usize, 3, 40] {
+        let got: Vec<_> = t
+            .range::<&[u8], _>(..)
+            .read_ahead(ahead)
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(got, live, "live, ahead {ahead}");
+    }
+    assert_eq!(live.len(), 600 + 400);
+}

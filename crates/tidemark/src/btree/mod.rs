@@ -76,8 +76,12 @@ pub(crate) struct LeafBatch {
     pub(crate) entries: Vec<(Vec<u8>, Vec<u8>)>,
     /// For a forward fetch: the lowest key of the next leaf (its fence);
     /// for a backward fetch: this leaf's lowest possible key. `None` at the
-    /// end of the tree.
+    /// end of the tree, and when the fetch stopped at its `max`.
     pub(crate) fence: Option<Vec<u8>>,
+    /// The fetch stopped at its `max` entries with more of the leaf within
+    /// the bounds: the next fetch starts after the last entry, not at the
+    /// fence.
+    pub(crate) cut: bool,
 }
 
 /// Where a forward scan is, between two calls of [`Tree::fetch_forward`].
@@ -663,7 +667,8 @@ impl<'a> Tree<'a> {
         Ok(Merge::Merged)
     }
 
-    /// Entries of the leaf holding the lowest keys within `lo`, up to `hi`.
+    /// Entries of the leaf holding the lowest keys within `lo`, up to `hi`,
+    /// at most `max` of them (at least one is always taken).
     ///
     /// `hint` carries a forward scan's place from one call to the next: the
     /// branch above the leaf just read and the index of the next child.
@@ -675,6 +680,7 @@ impl<'a> Tree<'a> {
         lo: &Bound<Vec<u8>>,
         hi: &Bound<Vec<u8>>,
         hint: &mut ScanHint,
+        max: usize,
     ) -> Result<LeafBatch> {
         let (leaf, mut fence) = match self.next_leaf(lo, hint)? {
             Some(found) => found,
@@ -686,14 +692,25 @@ impl<'a> Tree<'a> {
             Bound::Included(k) => node::search(b, k).unwrap_or_else(|i| i),
             Bound::Excluded(k) => node::search(b, k).map_or_else(|i| i, |i| i + 1),
         };
-        let mut entries = Vec::with_capacity(page::count(b).saturating_sub(start));
-        for i in start..page::count(b) {
+        let end = page::count(b);
+        let max = max.max(1);
+        let mut entries = Vec::with_capacity(end.saturating_sub(start).min(max));
+        for i in start..end {
             let k = node::key(b, i);
             if !in_upper(k, hi) {
                 hint.parent = None;
                 return Ok(LeafBatch {
                     entries,
                     fence: None,
+                    cut: false,
+                });
+            }
+            if entries.len() == max {
+                hint.parent = None;
+                return Ok(LeafBatch {
+                    entries,
+                    fence: None,
+                    cut: true,
                 });
             }
             entries.push((k.to_vec(), self.read_value(node::leaf_value(b, i))?));
@@ -705,7 +722,11 @@ impl<'a> Tree<'a> {
             (Some(f), Some(p)) => p.fence = Some(f.clone()),
             _ => hint.parent = None,
         }
-        Ok(LeafBatch { entries, fence })
+        Ok(LeafBatch {
+            entries,
+            fence,
+            cut: false,
+        })
     }
 
     /// The leaf after the one `hint` last returned, found under the branch
@@ -782,11 +803,12 @@ impl<'a> Tree<'a> {
     }
 
     /// Entries of the leaf holding the highest keys within `hi`, down to
-    /// `lo`, highest first.
+    /// `lo`, highest first; at most `max` of them (at least one).
     pub(crate) fn fetch_backward(
         &self,
         lo: &Bound<Vec<u8>>,
         hi: &Bound<Vec<u8>>,
+        max: usize,
     ) -> Result<LeafBatch> {
         let mut fence: Option<Vec<u8>> = None;
         let leaf = self.descend_shared(|b| {
@@ -806,13 +828,22 @@ impl<'a> Tree<'a> {
             Bound::Included(k) => node::search(b, k).map_or_else(|i| i, |i| i + 1),
             Bound::Excluded(k) => node::search(b, k).unwrap_or_else(|i| i),
         };
-        let mut entries = Vec::new();
+        let max = max.max(1);
+        let mut entries = Vec::with_capacity(end.min(max));
         for i in (0..end).rev() {
             let k = node::key(b, i);
             if !in_lower(k, lo) {
                 return Ok(LeafBatch {
                     entries,
                     fence: None,
+                    cut: false,
+                });
+            }
+            if entries.len() == max {
+                return Ok(LeafBatch {
+                    entries,
+                    fence: None,
+                    cut: true,
                 });
             }
             entries.push((k.to_vec(), self.read_value(node::leaf_value(b, i))?));
@@ -824,7 +855,11 @@ impl<'a> Tree<'a> {
                 fence = None;
             }
         }
-        Ok(LeafBatch { entries, fence })
+        Ok(LeafBatch {
+            entries,
+            fence,
+            cut: false,
+        })
     }
 
     /// Visits every page of the tree (and its overflow pages), children

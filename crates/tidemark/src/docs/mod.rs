@@ -695,7 +695,7 @@ impl Database {
                 })?;
                 let last = e
                     .tree(root)
-                    .fetch_backward(&Bound::Unbounded, &Bound::Unbounded)?
+                    .fetch_backward(&Bound::Unbounded, &Bound::Unbounded, 1)?
                     .entries
                     .first()
                     .and_then(|(k, _)| k.as_slice().try_into().ok())
