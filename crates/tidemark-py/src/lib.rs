@@ -554,23 +554,21 @@ impl Table {
         run(py, || t.delete_with(key, d))
     }
 
-    /// Entries with `lo <= key < hi`, each read as of one snapshot.
-    #[pyo3(signature = (lo=None, hi=None, reverse=false))]
+    /// Entries with `lo <= key < hi`, each read as of one snapshot; at most
+    /// `limit` of them.
+    #[pyo3(signature = (lo=None, hi=None, reverse=false, limit=None))]
     fn range(
         &self,
         py: Python<'_>,
         lo: Option<&[u8]>,
         hi: Option<&[u8]>,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<RangeIter> {
         self.shared.check(py)?;
         let t = &self.t;
         let r = py.detach(|| t.range(key_range(lo, hi)));
-        Ok(RangeIter {
-            shared: self.shared.clone(),
-            inner: Mutex::new(Entries::Table(Box::new(r))),
-            reverse,
-        })
+        Ok(RangeIter::of_range(self.shared.clone(), r, reverse, limit))
     }
 }
 
@@ -583,8 +581,30 @@ enum Entries {
 #[pyclass(frozen, module = "tidemark._tidemark")]
 struct RangeIter {
     shared: Arc<Shared>,
-    inner: Mutex<Entries>,
+    /// The entries, and how many more may be returned (`None`: all).
+    inner: Mutex<(Entries, Option<usize>)>,
     reverse: bool,
+}
+
+impl RangeIter {
+    /// Over a table's range: with a limit, the range copies no more than
+    /// it out of the leaves (`Range::read_ahead`).
+    fn of_range(
+        shared: Arc<Shared>,
+        r: tidemark::Range,
+        reverse: bool,
+        limit: Option<usize>,
+    ) -> RangeIter {
+        let r = match limit {
+            Some(n) => r.read_ahead(n),
+            None => r,
+        };
+        RangeIter {
+            shared,
+            inner: Mutex::new((Entries::Table(Box::new(r)), limit)),
+            reverse,
+        }
+    }
 }
 
 #[pymethods]
@@ -602,12 +622,19 @@ impl RangeIter {
         let inner = &self.inner;
         let next = run(py, || {
             let mut g = inner.lock();
-            let item = match &mut *g {
+            let (entries, left) = &mut *g;
+            if *left == Some(0) {
+                return Ok(None);
+            }
+            let item = match entries {
                 Entries::Table(r) if reverse => r.next_back(),
                 Entries::Table(r) => r.next(),
                 Entries::Listed(l) if reverse => l.next_back().map(Ok),
                 Entries::Listed(l) => l.next().map(Ok),
             };
+            if let Some(n) = left {
+                *n = n.saturating_sub(1);
+            }
             item.transpose()
         })?;
         Ok(next.map(|(k, v)| (bytes(py, &k), bytes(py, &v))))
@@ -690,7 +717,7 @@ impl Snapshot {
         Ok(self.with(py, |t| t.get(table, key))?.map(|v| bytes(py, &v)))
     }
 
-    #[pyo3(signature = (table, lo=None, hi=None, reverse=false))]
+    #[pyo3(signature = (table, lo=None, hi=None, reverse=false, limit=None))]
     fn range(
         &self,
         py: Python<'_>,
@@ -698,13 +725,10 @@ impl Snapshot {
         lo: Option<&[u8]>,
         hi: Option<&[u8]>,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<RangeIter> {
         let r = self.with(py, |t| t.range(table, key_range(lo, hi)))?;
-        Ok(RangeIter {
-            shared: self.shared.clone(),
-            inner: Mutex::new(Entries::Table(Box::new(r))),
-            reverse,
-        })
+        Ok(RangeIter::of_range(self.shared.clone(), r, reverse, limit))
     }
 
     fn get_collection(&self, py: Python<'_>, name: &str) -> PyResult<SnapshotCollection> {
@@ -833,7 +857,7 @@ impl Transaction {
 
     /// Entries as the transaction sees them (its snapshot and its own
     /// writes), read when called.
-    #[pyo3(signature = (table, lo=None, hi=None, reverse=false))]
+    #[pyo3(signature = (table, lo=None, hi=None, reverse=false, limit=None))]
     fn range(
         &self,
         py: Python<'_>,
@@ -841,6 +865,7 @@ impl Transaction {
         lo: Option<&[u8]>,
         hi: Option<&[u8]>,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<RangeIter> {
         let all = self.with(py, |t| {
             t.range(table, key_range(lo, hi))?
@@ -848,7 +873,7 @@ impl Transaction {
         })?;
         Ok(RangeIter {
             shared: self.shared.clone(),
-            inner: Mutex::new(Entries::Listed(all.into_iter())),
+            inner: Mutex::new((Entries::Listed(all.into_iter()), limit)),
             reverse,
         })
     }

@@ -151,6 +151,20 @@ def test_put_get_delete_range(db):
     assert rev == got[::-1]
     assert len(list(kv.range())) == 100
     assert [k for k, _ in kv.range(hi=b"key002")] == [b"key000", b"key001"]
+    # A limit: the first (or last) entries only, however many the range holds.
+    assert list(kv.range(b"key010", limit=3)) == got[:3]
+    assert list(kv.range(b"key010", b"key020", reverse=True, limit=4)) == got[::-1][:4]
+    assert list(kv.range(b"key010", b"key020", limit=0)) == []
+    assert list(kv.range(b"key010", b"key020", limit=500)) == got
+    with db.snapshot() as s:
+        assert list(s.range("kv", b"key010", limit=2)) == got[:2]
+    t = db.transaction()
+    t.put("kv", b"key0105", b"own")
+    assert list(t.range("kv", b"key010", limit=2)) == [got[0], (b"key0105", b"own")]
+    assert list(t.table("kv").range(b"key010", reverse=True, limit=1)) == [(b"key099", b"99")]
+    t.rollback()
+    with pytest.raises(OverflowError):
+        kv.range(limit=-1)
     assert db.list_tables() == ["kv"]
     db.drop_table("kv")
     assert db.list_tables() == []

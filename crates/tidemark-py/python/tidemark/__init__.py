@@ -881,8 +881,8 @@ class _TxnTable:
     def get(self, key: bytes) -> Optional[bytes]:
         return self._txn.get(self.name, key)
 
-    def range(self, lo: Optional[bytes] = None, hi: Optional[bytes] = None, reverse: bool = False) -> Iterator[Tuple[bytes, bytes]]:
-        return self._txn.range(self.name, lo, hi, reverse)
+    def range(self, lo: Optional[bytes] = None, hi: Optional[bytes] = None, reverse: bool = False, limit: Optional[int] = None) -> Iterator[Tuple[bytes, bytes]]:
+        return self._txn.range(self.name, lo, hi, reverse, limit)
 
 
 class _WriteTable(_TxnTable):
@@ -915,8 +915,8 @@ class Transaction:
     def delete(self, table: str, key: bytes) -> None:
         self._native.delete(table, key)
 
-    def range(self, table: str, lo: Optional[bytes] = None, hi: Optional[bytes] = None, reverse: bool = False) -> Iterator[Tuple[bytes, bytes]]:
-        return self._native.range(table, lo, hi, reverse)
+    def range(self, table: str, lo: Optional[bytes] = None, hi: Optional[bytes] = None, reverse: bool = False, limit: Optional[int] = None) -> Iterator[Tuple[bytes, bytes]]:
+        return self._native.range(table, lo, hi, reverse, limit)
 
     def commit(self, durability: _Durability = None) -> None:
         self._native.commit(durability or self._durability)
@@ -952,8 +952,8 @@ class Snapshot:
     def get(self, table: str, key: bytes) -> Optional[bytes]:
         return self._native.get(table, key)
 
-    def range(self, table: str, lo: Optional[bytes] = None, hi: Optional[bytes] = None, reverse: bool = False) -> Iterator[Tuple[bytes, bytes]]:
-        return self._native.range(table, lo, hi, reverse)
+    def range(self, table: str, lo: Optional[bytes] = None, hi: Optional[bytes] = None, reverse: bool = False, limit: Optional[int] = None) -> Iterator[Tuple[bytes, bytes]]:
+        return self._native.range(table, lo, hi, reverse, limit)
 
     def get_collection(self, name: str) -> SnapshotCollection:
         """The collection as of the snapshot (CollectionNotFound if it did

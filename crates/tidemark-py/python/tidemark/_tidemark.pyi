@@ -83,9 +83,14 @@ class Table:
     def delete(self, key: bytes, durability: Optional[str] = ...) -> bool:
         """Removes `key`; whether it was there."""
     def range(
-        self, lo: Optional[bytes] = ..., hi: Optional[bytes] = ..., reverse: bool = ...
+        self,
+        lo: Optional[bytes] = ...,
+        hi: Optional[bytes] = ...,
+        reverse: bool = ...,
+        limit: Optional[int] = ...,
     ) -> RangeIter:
-        """Entries with lo <= key < hi (None: unbounded), as of one snapshot."""
+        """Entries with lo <= key < hi (None: unbounded), as of one snapshot;
+        at most `limit` of them (None: all)."""
 
 class RangeIter(Iterator[Tuple[bytes, bytes]]):
     def __iter__(self) -> RangeIter: ...
@@ -101,7 +106,12 @@ class Batch:
 class Snapshot:
     def get(self, table: str, key: bytes) -> Optional[bytes]: ...
     def range(
-        self, table: str, lo: Optional[bytes] = ..., hi: Optional[bytes] = ..., reverse: bool = ...
+        self,
+        table: str,
+        lo: Optional[bytes] = ...,
+        hi: Optional[bytes] = ...,
+        reverse: bool = ...,
+        limit: Optional[int] = ...,
     ) -> RangeIter: ...
     def get_collection(self, name: str) -> SnapshotCollection: ...
     def is_valid(self) -> bool: ...
@@ -127,7 +137,12 @@ class Transaction:
     def put(self, table: str, key: bytes, value: bytes) -> None: ...
     def delete(self, table: str, key: bytes) -> None: ...
     def range(
-        self, table: str, lo: Optional[bytes] = ..., hi: Optional[bytes] = ..., reverse: bool = ...
+        self,
+        table: str,
+        lo: Optional[bytes] = ...,
+        hi: Optional[bytes] = ...,
+        reverse: bool = ...,
+        limit: Optional[int] = ...,
     ) -> RangeIter: ...
     def commit(self, durability: Optional[str] = ...) -> None: ...
     def rollback(self) -> None: ...
