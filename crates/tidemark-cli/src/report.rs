@@ -381,6 +381,10 @@ fn charts(samples: &[Sample]) -> Result<Vec<(String, String)>, Error> {
                 series("evicted dirty", r("pages_evicted_dirty", 1.0)),
                 series("cleaned (written, kept)", r("pages_cleaned", 1.0)),
                 series(
+                    "taken back from standby",
+                    r("pages_reclaimed_from_standby", 1.0),
+                ),
+                series(
                     "evicted by application threads",
                     r("app_thread_evictions", 1.0),
                 ),

@@ -391,6 +391,10 @@ fn capture(e: &Engine, pid: u64, n: u64, buf: &mut [u8]) -> Result<Option<u64>> 
         }
         let frame = &e.pool.frames[f as usize];
         let mut g = frame.latch.write();
+        if g.pid == pid && g.state == crate::cache::FrameState::Standby {
+            // In standby: clean, its content at its block.
+            return Ok(None);
+        }
         if g.state != crate::cache::FrameState::Page || g.pid != pid {
             continue;
         }

@@ -182,6 +182,12 @@ pub struct Stats {
     pub pages_cleaned: u64,
     /// Pages the eviction hand examined.
     pub pages_examined: u64,
+    /// Lookups that found their page in standby and took it back instead of
+    /// reading it: the background worker had evicted it for
+    /// `eviction_target`, and its frame, free, was not taken yet.
+    pub pages_reclaimed_from_standby: u64,
+    /// Frames taken from standby: their pages left the cache only then.
+    pub standby_frames_taken: u64,
     /// Times a thread signalled the eviction workers to run (a signal not
     /// already pending). A worker woken evicts down to `eviction_target`,
     /// so under steady pressure there are many pages read or written per
@@ -366,6 +372,8 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         pages_evicted_dirty: ld(&p.evicted_dirty),
         pages_cleaned: ld(&p.cleaned),
         pages_examined: ld(&p.examined),
+        pages_reclaimed_from_standby: ld(&p.reclaimed),
+        standby_frames_taken: ld(&p.standby_taken),
         eviction_worker_wakes: ld(&p.worker_wakes),
         app_thread_evictions: ld(&p.app_evictions),
         app_thread_eviction_us: ld(&p.app_eviction_ns) / 1000,
@@ -461,6 +469,11 @@ impl Stats {
             ("pages_evicted_dirty", self.pages_evicted_dirty),
             ("pages_cleaned", self.pages_cleaned),
             ("pages_examined", self.pages_examined),
+            (
+                "pages_reclaimed_from_standby",
+                self.pages_reclaimed_from_standby,
+            ),
+            ("standby_frames_taken", self.standby_frames_taken),
             ("eviction_worker_wakes", self.eviction_worker_wakes),
             ("app_thread_evictions", self.app_thread_evictions),
             ("app_thread_eviction_us", self.app_thread_eviction_us),

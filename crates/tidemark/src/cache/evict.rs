@@ -1,6 +1,5 @@
 //! Choosing and evicting victims (CLOCK), and the background workers.
 
-use std::ops::DerefMut;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -8,6 +7,7 @@ use super::{BufferPool, Content, FrameData, FrameState};
 use crate::error::Result;
 use crate::pagemap::NO_FRAME;
 use crate::pager::{Pager, Pending};
+use crate::sync::RwLockWriteGuard;
 
 /// Frames an application thread examines when it helps above a trigger:
 /// bounded work per operation, whatever the cache size.
@@ -54,20 +54,39 @@ pub(crate) fn evict_one(
     max_examine: usize,
 ) -> Result<Option<u32>> {
     let mut examined = 0;
-    let r = evict_one_counting(pool, pager, max_examine, &mut examined);
+    let r = evict_one_counting(pool, pager, max_examine, false, &mut examined);
     pool.counters
         .examined
         .fetch_add(examined, Ordering::Relaxed);
     r
 }
 
-/// [`evict_one`], counting the frames examined in `examined` (added to
-/// the shared counter once per call: that counter's cache line is written
-/// by every thread that evicts).
+/// [`evict_one`] for the background worker: the victim's page (written
+/// first if dirty) goes to standby, its frame free on the queue with the
+/// page still readable (see the module's comment), instead of being
+/// emptied for the caller. Whether a page was found.
+pub(crate) fn evict_to_standby(
+    pool: &BufferPool,
+    pager: &Pager,
+    max_examine: usize,
+) -> Result<bool> {
+    let mut examined = 0;
+    let r = evict_one_counting(pool, pager, max_examine, true, &mut examined);
+    pool.counters
+        .examined
+        .fetch_add(examined, Ordering::Relaxed);
+    r.map(|fi| fi.is_some())
+}
+
+/// [`evict_one`], or with `standby` [`evict_to_standby`] (the frame
+/// returned is then already free), counting the frames examined in
+/// `examined` (added to the shared counter once per call: that counter's
+/// cache line is written by every thread that evicts).
 fn evict_one_counting(
     pool: &BufferPool,
     pager: &Pager,
     max_examine: usize,
+    standby: bool,
     examined: &mut u64,
 ) -> Result<Option<u32>> {
     for i in Sweep::new(pool, max_examine, 1) {
@@ -91,7 +110,11 @@ fn evict_one_counting(
         } else {
             pool.counters.evicted_clean.fetch_add(1, Ordering::Relaxed);
         }
-        vacate(pool, pager, i as u32, &mut g);
+        if standby {
+            pool.stand_by(i as u32, g);
+        } else {
+            vacate(pool, pager, i as u32, &mut g);
+        }
         return Ok(Some(i as u32));
     }
     Ok(None)
@@ -305,7 +328,7 @@ fn try_page<'a>(
     pool: &'a BufferPool,
     i: usize,
     examined: &mut u64,
-) -> Option<impl DerefMut<Target = FrameData> + 'a> {
+) -> Option<RwLockWriteGuard<'a, FrameData>> {
     let Some(g) = pool.frames[i].latch.try_write() else {
         *examined += 1;
         return None;
@@ -330,7 +353,7 @@ fn write_counted(pool: &BufferPool, pager: &Pager, fi: u32, g: &mut FrameData) -
 /// (it stays counted as used until the caller takes or releases it).
 fn vacate(pool: &BufferPool, pager: &Pager, fi: u32, g: &mut FrameData) {
     pager.map.set_frame(g.pid, NO_FRAME);
-    g.state = FrameState::Free;
+    g.state = FrameState::Held;
     g.pid = 0;
     pool.frames[fi as usize].set_content(Content::Empty);
 }
@@ -394,12 +417,9 @@ pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
             }
             continue;
         }
-        match evict_one(pool, pager, pool.clock_span()) {
-            Ok(Some(fi)) => {
-                let g = pool.frames[fi as usize].latch.write();
-                pool.release_frame(fi, g);
-            }
-            Ok(None) => std::thread::yield_now(),
+        match evict_to_standby(pool, pager, pool.clock_span()) {
+            Ok(true) => {}
+            Ok(false) => std::thread::yield_now(),
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     }
@@ -419,7 +439,7 @@ mod tests {
     fn sweeps_visit_every_position_they_claimed_in_order() {
         let (pool, _pager) = setup(64);
         while pool.clock_span() < 40 {
-            pool.take_free().expect("64 frames");
+            pool.take_free(&_pager).expect("64 frames");
         }
         pool.hand.store(0, Ordering::SeqCst);
         // Stops after 5, as a sweep does at a dirty page.

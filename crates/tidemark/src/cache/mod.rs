@@ -24,6 +24,15 @@
 //!   below `eviction_target` and dirty pages below `eviction_dirty_target`;
 //!   above `eviction_trigger` / `eviction_dirty_trigger` an application
 //!   thread evicts one page (bounded work) before its operation goes on.
+//! * **Standby.** A page the worker evicts for the usage target leaves its
+//!   frame on the free queue *with its content*, still named by the page
+//!   map (`FrameState::Standby`). The frame counts as free: the next thread
+//!   that needs a frame takes it, unmapping the page then. Until that
+//!   happens, a lookup of the page finds it and takes it back into use
+//!   instead of reading it from the file. The target's headroom, kept free
+//!   so that application threads seldom evict, still holds pages for
+//!   readers: a read-mostly workload keeps the whole cache, not
+//!   `eviction_target` of it.
 
 mod evict;
 
@@ -56,9 +65,20 @@ pub(crate) const MAX_FRAMES: usize = u32::MAX as usize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FrameState {
+    /// On the free queue (or never used), holding nothing.
     Free,
+    /// Taken by a thread (from the free queue, or emptied by its own
+    /// eviction) that will fill it or give it back; on no queue a taker
+    /// may use, whatever stale entry for it the free queue still holds.
+    Held,
+    /// Holding page `pid`, published in the page map.
     Page,
+    /// Holding a checkpoint's shadow copy of page `pid` (not in the map).
     Shadow,
+    /// On the free queue, yet still holding page `pid`, clean, published in
+    /// the page map: a lookup takes it back into use ([`BufferPool`]'s
+    /// `reclaim`), a thread needing a frame unmaps the page and takes it.
+    Standby,
 }
 
 pub(crate) struct FrameData {
@@ -72,6 +92,14 @@ pub(crate) struct FrameData {
     /// When the background worker last cleaned a page in this frame, and
     /// which page (see [`evict::reduce_dirty`]).
     pub(crate) cleaned: Option<(u64, Instant)>,
+    /// The frame's index is on the free queue, or was popped from it by a
+    /// thread that has not latched the frame yet. Set when the index is
+    /// pushed, cleared by the thread that popped it once it holds the
+    /// latch, so every index is on the queue at most once (the queue holds
+    /// as many as there are frames). A frame taken back from standby keeps
+    /// its entry: the thread that pops it finds the frame in use and
+    /// passes it by.
+    pub(crate) queued: bool,
     pub(crate) buf: Vec<u8>,
 }
 
@@ -169,6 +197,10 @@ pub(crate) struct PoolCounters {
     pub(crate) peak_used: AtomicUsize,
     pub(crate) shadow_copies: AtomicU64,
     pub(crate) eviction_errors: AtomicU64,
+    /// Lookups that found their page in standby and took it back.
+    pub(crate) reclaimed: AtomicU64,
+    /// Frames taken from standby: pages unmapped at last.
+    pub(crate) standby_taken: AtomicU64,
 }
 
 pub(crate) struct BufferPool {
@@ -284,6 +316,7 @@ impl BufferPool {
                     dirty_epoch: 0,
                     modcount: 0,
                     cleaned: None,
+                    queued: false,
                     buf: Vec::new(),
                 }),
                 referenced: AtomicBool::new(false),
@@ -329,13 +362,41 @@ impl BufferPool {
     fn shared_if_holding(&self, f: u32, pid: u64) -> Option<PageRead<'_>> {
         let frame = &self.frames[f as usize];
         let g = frame.latch.read();
-        if g.state == FrameState::Page && g.pid == pid {
-            frame.touch();
-            #[cfg(loom)]
-            let g = ReadLatch::Shared(g);
-            return Some(PageRead { g });
+        if g.pid == pid {
+            match g.state {
+                FrameState::Page => {
+                    frame.touch();
+                    #[cfg(loom)]
+                    let g = ReadLatch::Shared(g);
+                    return Some(PageRead { g });
+                }
+                FrameState::Standby => {
+                    drop(g);
+                    let mut g = frame.latch.write();
+                    if g.pid == pid && matches!(g.state, FrameState::Page | FrameState::Standby) {
+                        self.reclaim(f, &mut g);
+                        frame.touch();
+                        return Some(PageRead { g: downgrade(g) });
+                    }
+                }
+                _ => {}
+            }
         }
         None
+    }
+
+    /// Takes the page of frame `fi` (latched exclusively in `g`) back into
+    /// use if it is in standby: it counts as used again. Its free-queue
+    /// entry stays; whoever pops it passes the frame by.
+    fn reclaim(&self, fi: u32, g: &mut FrameData) {
+        if g.state != FrameState::Standby {
+            return;
+        }
+        g.state = FrameState::Page;
+        self.frames[fi as usize].set_content(Content::Clean);
+        let used = self.used.fetch_add(1, Ordering::AcqRel) + 1;
+        self.counters.peak_used.fetch_max(used, Ordering::Relaxed);
+        self.counters.reclaimed.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Latches `pid` for reading if it is in the cache now; `None`, never a
@@ -375,8 +436,9 @@ impl BufferPool {
                 continue;
             }
             let frame = &self.frames[f as usize];
-            let g = frame.latch.write();
-            if g.state == FrameState::Page && g.pid == pid {
+            let mut g = frame.latch.write();
+            if g.pid == pid && matches!(g.state, FrameState::Page | FrameState::Standby) {
+                self.reclaim(f, &mut g);
                 frame.touch();
                 return Ok(PageWrite {
                     g,
@@ -452,29 +514,70 @@ impl BufferPool {
         self.dirty.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// A free frame, `None` if every frame is in use. A frame given back
-    /// is taken once an eighth of the frames wait in the queue, else the
-    /// next frame never used, else any frame given back. The frames in
+    /// A free frame, `None` if every frame is in use; it is taken
+    /// ([`FrameState::Held`]), still uncounted in `used`. A frame given
+    /// back is taken once an eighth of the frames wait in the queue, else
+    /// the next frame never used, else any frame given back. The frames in
     /// use then stay within the prefix `0..clock_span()`, and a frame
     /// waits in the queue about as long as it did when every frame
     /// started there: reused at once, a frame's new page would sit right
     /// behind the hand, a whole lap away, and the hand would pass more hot
     /// pages per victim (cache-pressure: 3.3-3.6 frames examined per
-    /// eviction against 2.9).
-    fn take_free(&self) -> Option<u32> {
+    /// eviction against 2.9). Waiting longer also keeps a page in standby
+    /// longer.
+    fn take_free(&self, pager: &Pager) -> Option<u32> {
         let n = self.frames.len();
         if self.free.len() >= n / 8 {
-            if let Some(fi) = self.free.pop() {
+            if let Some(fi) = self.pop_free(pager) {
                 return Some(fi);
             }
         }
-        self.never_used
+        let never_used = self
+            .never_used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |x| {
                 (x < n).then_some(x + 1)
             })
             .ok()
-            .and_then(|x| u32::try_from(x).ok())
-            .or_else(|| self.free.pop())
+            .and_then(|x| u32::try_from(x).ok());
+        if let Some(fi) = never_used {
+            // Never published anywhere: nobody else latches it.
+            self.frames[fi as usize].latch.write().state = FrameState::Held;
+            return Some(fi);
+        }
+        self.pop_free(pager)
+    }
+
+    /// Pops the free queue until a frame can be taken: a free one, or one
+    /// in standby, whose page is unmapped now. Passes by the entries of
+    /// frames taken back from standby since they were queued, and puts
+    /// back at the tail an entry whose frame is latched at the moment (a
+    /// lookup may be taking its page back). Bounded: at most
+    /// [`evict::APP_EXAMINE_MAX`] entries, then `None`.
+    fn pop_free(&self, pager: &Pager) -> Option<u32> {
+        for _ in 0..evict::APP_EXAMINE_MAX {
+            let fi = self.free.pop()?;
+            let Some(mut g) = self.frames[fi as usize].latch.try_write() else {
+                // Still `queued`, and the queue has room: it held this
+                // entry a moment ago and every index is on it once.
+                let _ = self.free.push(fi);
+                continue;
+            };
+            g.queued = false;
+            match g.state {
+                FrameState::Free => {}
+                FrameState::Standby => {
+                    pager.map.set_frame(g.pid, NO_FRAME);
+                    g.pid = 0;
+                    self.counters.standby_taken.fetch_add(1, Ordering::Relaxed);
+                }
+                // Taken back from standby, and perhaps given to a thread
+                // by eviction since: not free.
+                FrameState::Held | FrameState::Page | FrameState::Shadow => continue,
+            }
+            g.state = FrameState::Held;
+            return Some(fi);
+        }
+        None
     }
 
     /// How many frames a CLOCK lap covers: those handed out at least
@@ -487,17 +590,37 @@ impl BufferPool {
         self.never_used.load(Ordering::Acquire).max(1)
     }
 
-    /// Returns a frame we hold (latched, state reset) to the free list.
+    /// Returns a frame we hold (latched, counted in `used`) to the free
+    /// queue, empty.
     fn release_frame(&self, fi: u32, mut g: RwLockWriteGuard<'_, FrameData>) {
         g.state = FrameState::Free;
         g.pid = 0;
         g.dirty = false;
         self.frames[fi as usize].set_content(Content::Empty);
+        self.give_back(fi, g);
+    }
+
+    /// Puts the clean page of frame `fi` (latched in `g`, counted in
+    /// `used`, published in the page map) in standby: the frame is free,
+    /// and the page stays readable until a thread takes the frame.
+    fn stand_by(&self, fi: u32, mut g: RwLockWriteGuard<'_, FrameData>) {
+        debug_assert!(g.state == FrameState::Page && !g.dirty);
+        g.state = FrameState::Standby;
+        self.frames[fi as usize].set_content(Content::Empty);
+        self.give_back(fi, g);
+    }
+
+    /// Uncounts frame `fi` (latched in `g`, already free or in standby)
+    /// from `used` and queues it, unless its entry is still on the queue.
+    fn give_back(&self, fi: u32, mut g: RwLockWriteGuard<'_, FrameData>) {
+        let push = !std::mem::replace(&mut g.queued, true);
         drop(g);
         self.used.fetch_sub(1, Ordering::AcqRel);
-        // Every frame index is in the queue at most once, and the queue
-        // holds them all.
-        let _ = self.free.push(fi);
+        if push {
+            // Every frame index is on the queue at most once (`queued`),
+            // and the queue holds them all.
+            let _ = self.free.push(fi);
+        }
     }
 
     /// Frees a shadow frame once the checkpoint has written it.
@@ -517,7 +640,7 @@ impl BufferPool {
         }
         let mut waited: Option<Instant> = None;
         loop {
-            if let Some(fi) = self.take_free() {
+            if let Some(fi) = self.take_free(pager) {
                 let used = self.used.fetch_add(1, Ordering::AcqRel) + 1;
                 self.counters.peak_used.fetch_max(used, Ordering::Relaxed);
                 if used > self.wake_at() {
@@ -711,11 +834,21 @@ impl BufferPool {
             if f == NO_FRAME {
                 return Ok(());
             }
-            let g = self.frames[f as usize].latch.write();
-            if g.state != FrameState::Page || g.pid != pid {
+            let mut g = self.frames[f as usize].latch.write();
+            if g.pid != pid {
                 continue;
             }
-            let mut g = g;
+            match g.state {
+                FrameState::Page => {}
+                FrameState::Standby => {
+                    // Already free and queued: only the page leaves.
+                    pager.map.set_frame(pid, NO_FRAME);
+                    g.state = FrameState::Free;
+                    g.pid = 0;
+                    return Ok(());
+                }
+                FrameState::Free | FrameState::Held | FrameState::Shadow => continue,
+            }
             if g.dirty && g.dirty_epoch < pager.epoch.load(Ordering::Acquire) {
                 evict::write_out(self, pager, f, &mut g)?;
             }
@@ -861,10 +994,20 @@ mod loom_tests {
                 .iter()
                 .filter(|f| {
                     let g = f.latch.read();
-                    g.state == FrameState::Page && g.pid == pid
+                    matches!(g.state, FrameState::Page | FrameState::Standby) && g.pid == pid
                 })
                 .count();
             assert!(holding <= 1, "page {pid} is cached in {holding} frames");
+            let f = pager.map.frame(pid);
+            if f != NO_FRAME {
+                let g = pool.frames[f as usize].latch.read();
+                assert!(
+                    matches!(g.state, FrameState::Page | FrameState::Standby) && g.pid == pid,
+                    "the page map names frame {f} for page {pid}, which holds {:?} {}",
+                    g.state,
+                    g.pid
+                );
+            }
             assert_eq!(
                 read(pool, pager, pid),
                 want[pid as usize - 1],
@@ -977,6 +1120,33 @@ mod loom_tests {
                 })
                 .count();
             assert_eq!(holding, 0, "a freed page is cached");
+        });
+    }
+
+    /// Page 1 is in standby (its frame free, the page still mapped) while
+    /// a reader looks it up, a writer loads page 2 into whichever frame it
+    /// gets (perhaps page 1's, unmapping it), and the main thread takes a
+    /// frame and gives it back: the reader gets page 1 or a reload of it,
+    /// never another page, no page is cached twice, and the page map names
+    /// only frames holding its pages.
+    #[test]
+    fn standby_pages_race_lookups_and_takers() {
+        model("standby pages race lookups and takers", || {
+            let (pool, pager) = setup(2);
+            read(&pool, &pager, 1);
+            assert!(evict::evict_to_standby(&pool, &pager, 4).unwrap());
+            let (p1, g1) = (pool.clone(), pager.clone());
+            let reader = loom::thread::spawn(move || assert_eq!(read(&p1, &g1, 1), 0));
+            let (p2, g2) = (pool.clone(), pager.clone());
+            let writer = loom::thread::spawn(move || bump(&p2, &g2, 2));
+            if let Some(fi) = pool.take_free(&pager) {
+                pool.used.fetch_add(1, Ordering::AcqRel);
+                let g = pool.frames[fi as usize].latch.write();
+                pool.release_frame(fi, g);
+            }
+            reader.join().unwrap();
+            writer.join().unwrap();
+            check_end(&pool, &pager, [0, 1]);
         });
     }
 
@@ -1142,7 +1312,7 @@ mod tests {
         pool.release_frame(fi, g);
         // Every frame not holding a page can still be taken, once.
         let mut taken = Vec::new();
-        while let Some(f) = pool.take_free() {
+        while let Some(f) = pool.take_free(&pager) {
             taken.push(f);
         }
         taken.sort_unstable();
@@ -1191,6 +1361,167 @@ mod tests {
         while evict(&pool, &pager) {}
         assert_eq!(cached_dirty(&pool, 1), None);
         assert_eq!(read(&pool, &pager, 1), 3, "a write was lost");
+    }
+
+    /// The frames `take_free` hands out until it has none, checked
+    /// distinct.
+    fn take_all(pool: &BufferPool, pager: &Pager) -> Vec<u32> {
+        let mut taken = Vec::new();
+        while let Some(f) = pool.take_free(pager) {
+            assert_eq!(pool.frames[f as usize].latch.read().state, FrameState::Held);
+            taken.push(f);
+        }
+        let mut distinct = taken.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), taken.len(), "a frame was handed out twice");
+        taken
+    }
+
+    /// Gives back frames `take_all` handed out (counted in `used` first,
+    /// as `acquire_frame` counts them).
+    fn give_all(pool: &BufferPool, taken: &[u32]) {
+        for &f in taken {
+            pool.used.fetch_add(1, Ordering::SeqCst);
+            let g = pool.frames[f as usize].latch.write();
+            pool.release_frame(f, g);
+        }
+    }
+
+    /// The frame holding `pid`, as the page map names it, and its state.
+    fn frame_of(pool: &BufferPool, pager: &Pager, pid: u64) -> Option<(u32, FrameState)> {
+        let f = pager.map.frame(pid);
+        (f != NO_FRAME).then(|| (f, pool.frames[f as usize].latch.read().state))
+    }
+
+    /// A page the worker evicts goes to standby: its frame is free (not in
+    /// `used`), yet a lookup finds the page there and takes it back, with
+    /// no read of the file, shared or exclusive.
+    #[test]
+    fn a_page_in_standby_is_taken_back_without_a_read() {
+        let (pool, pager) = setup(64);
+        read(&pool, &pager, 1);
+        let reads = pager.counters.pages_read.load(Ordering::SeqCst);
+        assert!(evict::evict_to_standby(&pool, &pager, 128).unwrap());
+        let (f, state) = frame_of(&pool, &pager, 1).expect("still mapped");
+        assert_eq!(state, FrameState::Standby);
+        assert_eq!(pool.used.load(Ordering::SeqCst), 0);
+        assert_contents(&pool);
+
+        assert_eq!(read(&pool, &pager, 1), 0);
+        assert_eq!(frame_of(&pool, &pager, 1), Some((f, FrameState::Page)));
+        assert_eq!(pool.used.load(Ordering::SeqCst), 1);
+        assert_eq!(pool.counters.reclaimed.load(Ordering::SeqCst), 1);
+
+        // Referenced by that lookup: the first lap spares it.
+        assert!(evict::evict_to_standby(&pool, &pager, 128).unwrap());
+        assert_eq!(frame_of(&pool, &pager, 1), Some((f, FrameState::Standby)));
+        bump(&pool, &pager, 1);
+        assert_eq!(frame_of(&pool, &pager, 1), Some((f, FrameState::Page)));
+        assert_eq!(pool.dirty.load(Ordering::SeqCst), 1);
+        assert_eq!(read(&pool, &pager, 1), 1);
+        assert_eq!(pool.counters.reclaimed.load(Ordering::SeqCst), 2);
+        assert_eq!(pager.counters.pages_read.load(Ordering::SeqCst), reads);
+        assert_contents(&pool);
+
+        // Dirty when the worker takes it: written first, then in standby,
+        // and read back from its frame, not its new block.
+        assert!(evict::evict_to_standby(&pool, &pager, 128).unwrap());
+        assert_eq!(pool.dirty.load(Ordering::SeqCst), 0);
+        assert_eq!(frame_of(&pool, &pager, 1), Some((f, FrameState::Standby)));
+        assert_eq!(read(&pool, &pager, 1), 1);
+        assert_eq!(pager.counters.pages_read.load(Ordering::SeqCst), reads);
+    }
+
+    /// Frames in standby are free: a thread that needs a frame takes them
+    /// once no others are left, unmapping their pages, which are then read
+    /// from the file again, unchanged.
+    #[test]
+    fn taking_a_frame_in_standby_unmaps_its_page() {
+        let (pool, pager) = setup(64);
+        bump(&pool, &pager, 2);
+        read(&pool, &pager, 1);
+        while evict::evict_to_standby(&pool, &pager, 128).unwrap() {}
+        assert_eq!(
+            frame_of(&pool, &pager, 1).map(|x| x.1),
+            Some(FrameState::Standby)
+        );
+        assert_eq!(
+            frame_of(&pool, &pager, 2).map(|x| x.1),
+            Some(FrameState::Standby)
+        );
+        assert_eq!(pool.used.load(Ordering::SeqCst), 0);
+
+        let taken = take_all(&pool, &pager);
+        assert_eq!(taken.len(), 64);
+        assert_eq!(frame_of(&pool, &pager, 1), None);
+        assert_eq!(frame_of(&pool, &pager, 2), None);
+        assert_eq!(pool.counters.standby_taken.load(Ordering::SeqCst), 2);
+        give_all(&pool, &taken);
+        assert_eq!(pool.used.load(Ordering::SeqCst), 0);
+
+        let reads = pager.counters.pages_read.load(Ordering::SeqCst);
+        assert_eq!(read(&pool, &pager, 1), 0);
+        assert_eq!(read(&pool, &pager, 2), 1);
+        assert_eq!(pager.counters.pages_read.load(Ordering::SeqCst), reads + 2);
+        assert_contents(&pool);
+    }
+
+    /// A page taken back from standby leaves its frame's entry on the free
+    /// queue. Whoever pops the entry passes the frame by, whether the page
+    /// is still in it or eviction has since emptied it for a thread of its
+    /// own; the frame is queued again, once, when it is next given back.
+    #[test]
+    fn a_frame_taken_back_from_standby_is_passed_by_on_the_queue() {
+        for emptied in [false, true] {
+            let (pool, pager) = setup(64);
+            read(&pool, &pager, 1);
+            assert!(evict::evict_to_standby(&pool, &pager, 128).unwrap());
+            read(&pool, &pager, 1);
+            let (f, _) = frame_of(&pool, &pager, 1).expect("cached");
+            let held = if emptied {
+                let e = evict::evict_one(&pool, &pager, 128).unwrap();
+                assert_eq!(e, Some(f), "page 1 is the only page to evict");
+                assert_eq!(pool.frames[f as usize].latch.read().state, FrameState::Held);
+                e
+            } else {
+                None
+            };
+            let taken = take_all(&pool, &pager);
+            assert_eq!(taken.len(), 63);
+            assert!(!taken.contains(&f), "took frame {f}, which is in use");
+            if emptied {
+                assert_eq!(frame_of(&pool, &pager, 1), None);
+            } else {
+                assert_eq!(frame_of(&pool, &pager, 1), Some((f, FrameState::Page)));
+            }
+            match held {
+                Some(f) => {
+                    let g = pool.frames[f as usize].latch.write();
+                    pool.release_frame(f, g);
+                }
+                None => assert!(evict::evict_to_standby(&pool, &pager, 128).unwrap()),
+            }
+            assert_eq!(take_all(&pool, &pager), [f]);
+            assert_eq!(frame_of(&pool, &pager, 1), None);
+            give_all(&pool, &taken);
+            give_all(&pool, &[f]);
+            assert_eq!(take_all(&pool, &pager).len(), 64);
+        }
+    }
+
+    /// A page freed while in standby leaves the page map; its frame stays
+    /// free and is handed out once.
+    #[test]
+    fn discarding_a_page_in_standby_frees_its_frame_once() {
+        let (pool, pager) = setup(64);
+        read(&pool, &pager, 1);
+        assert!(evict::evict_to_standby(&pool, &pager, 128).unwrap());
+        pool.discard(&pager, 1).unwrap();
+        assert_eq!(frame_of(&pool, &pager, 1), None);
+        assert_eq!(pool.used.load(Ordering::SeqCst), 0);
+        assert_eq!(take_all(&pool, &pager).len(), 64);
+        assert_eq!(pool.counters.standby_taken.load(Ordering::SeqCst), 0);
     }
 
     /// A pool of 64 frames with dirty target 0 and the dirty trigger given,
