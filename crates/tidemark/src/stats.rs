@@ -161,6 +161,10 @@ pub struct Stats {
     pub cache_bytes_used: u64,
     /// Bytes of cache frames holding dirty pages.
     pub cache_bytes_dirty: u64,
+    /// Bytes of cache frames in standby: free for any thread to take, and
+    /// until then holding a clean page a lookup can take back. Not part of
+    /// `cache_bytes_used`; the two together never exceed `cache_size`.
+    pub cache_bytes_standby: u64,
     /// Highest `cache_bytes_used` seen.
     pub cache_bytes_peak: u64,
     /// Pages read from the data file (tree and overflow pages).
@@ -363,6 +367,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         cache_size: cfg.frames as u64 * page,
         cache_bytes_used: e.pool.used.load(Ordering::Relaxed) as u64 * page,
         cache_bytes_dirty: e.pool.dirty.load(Ordering::Relaxed) as u64 * page,
+        cache_bytes_standby: e.pool.standby.load(Ordering::Relaxed) as u64 * page,
         cache_bytes_peak: p.peak_used.load(Ordering::Relaxed) as u64 * page,
         pages_read: ld(&e.pager.counters.pages_read),
         pages_written: ld(&e.pager.counters.pages_written),
@@ -460,6 +465,7 @@ impl Stats {
             ("cache_dirty_trigger", self.cache_dirty_trigger),
             ("cache_bytes_used", self.cache_bytes_used),
             ("cache_bytes_dirty", self.cache_bytes_dirty),
+            ("cache_bytes_standby", self.cache_bytes_standby),
             ("cache_bytes_peak", self.cache_bytes_peak),
             ("pages_read", self.pages_read),
             ("pages_written", self.pages_written),

@@ -874,3 +874,62 @@ fn one_end_yields_what_the_other_end_read_but_did_not_return() {
         assert_eq!(front, keys, "{ahead:?}");
     }
 }
+
+/// A table the cache holds, but not within `eviction_target`: the worker
+/// evicts down to the target, and the pages it evicts wait in standby, so
+/// reading the table again takes them back instead of reading the file.
+/// Pages in use and in standby never exceed the cache.
+#[test]
+fn a_table_the_cache_holds_is_read_again_without_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_builder()
+        .eviction_target(50)
+        .open(dir.path())
+        .unwrap();
+    let value = |i: u32| vec![(i % 251) as u8; 500];
+    let t = db.create_table("t").unwrap();
+    for i in 0..1_000u32 {
+        t.put(i.to_be_bytes(), value(i)).unwrap();
+    }
+    db.checkpoint().unwrap();
+    let s = db.stats();
+    let frames = s.cache_size / s.page_size as u64;
+    // The worker may already have put some in standby.
+    let pages = (s.cache_bytes_used + s.cache_bytes_standby) / s.page_size as u64;
+    assert!(
+        pages > frames / 2 && pages < frames * 9 / 10,
+        "the table's {pages} pages should be more than the target and fit in {frames} frames"
+    );
+    let mut rounds_without_reads = 0;
+    for _ in 0..10 {
+        // The worker brings usage down to the target meanwhile.
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        let before = db.stats();
+        for i in 0..1_000u32 {
+            assert_eq!(t.get(i.to_be_bytes()).unwrap(), Some(value(i)), "key {i}");
+        }
+        let after = db.stats();
+        assert!(
+            after.cache_bytes_used + after.cache_bytes_standby <= after.cache_size,
+            "{} B in use and {} B in standby in a {} B cache",
+            after.cache_bytes_used,
+            after.cache_bytes_standby,
+            after.cache_size
+        );
+        if after.pages_read == before.pages_read {
+            rounds_without_reads += 1;
+        }
+    }
+    let s = db.stats();
+    assert!(
+        s.pages_reclaimed_from_standby > 0,
+        "no page was taken back from standby"
+    );
+    assert!(
+        rounds_without_reads >= 5,
+        "only {rounds_without_reads} of 10 rounds read nothing from the file \
+         ({} pages evicted clean, {} taken back)",
+        s.pages_evicted_clean,
+        s.pages_reclaimed_from_standby
+    );
+}

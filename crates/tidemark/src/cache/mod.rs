@@ -213,6 +213,8 @@ pub(crate) struct BufferPool {
     hand: AtomicUsize,
     /// Frames holding a page or a shadow.
     pub(crate) used: AtomicUsize,
+    /// Frames in standby (free, their page still readable).
+    pub(crate) standby: AtomicUsize,
     pub(crate) dirty: AtomicUsize,
     /// Set by the worker when its last paced step found every dirty page
     /// cleaned within `RECLEAN_GAP` (see [`evict::clean_step`]): the dirty
@@ -329,6 +331,7 @@ impl BufferPool {
             never_used: AtomicUsize::new(0),
             hand: AtomicUsize::new(0),
             used: AtomicUsize::new(0),
+            standby: AtomicUsize::new(0),
             dirty: AtomicUsize::new(0),
             cfg,
             counters: PoolCounters::default(),
@@ -394,6 +397,7 @@ impl BufferPool {
         }
         g.state = FrameState::Page;
         self.frames[fi as usize].set_content(Content::Clean);
+        self.standby.fetch_sub(1, Ordering::AcqRel);
         let used = self.used.fetch_add(1, Ordering::AcqRel) + 1;
         self.counters.peak_used.fetch_max(used, Ordering::Relaxed);
         self.counters.reclaimed.fetch_add(1, Ordering::Relaxed);
@@ -568,6 +572,7 @@ impl BufferPool {
                 FrameState::Standby => {
                     pager.map.set_frame(g.pid, NO_FRAME);
                     g.pid = 0;
+                    self.standby.fetch_sub(1, Ordering::AcqRel);
                     self.counters.standby_taken.fetch_add(1, Ordering::Relaxed);
                 }
                 // Taken back from standby, and perhaps given to a thread
@@ -597,7 +602,7 @@ impl BufferPool {
         g.pid = 0;
         g.dirty = false;
         self.frames[fi as usize].set_content(Content::Empty);
-        self.give_back(fi, g);
+        self.give_back(fi, g, false);
     }
 
     /// Puts the clean page of frame `fi` (latched in `g`, counted in
@@ -607,15 +612,21 @@ impl BufferPool {
         debug_assert!(g.state == FrameState::Page && !g.dirty);
         g.state = FrameState::Standby;
         self.frames[fi as usize].set_content(Content::Empty);
-        self.give_back(fi, g);
+        self.give_back(fi, g, true);
     }
 
-    /// Uncounts frame `fi` (latched in `g`, already free or in standby)
-    /// from `used` and queues it, unless its entry is still on the queue.
-    fn give_back(&self, fi: u32, mut g: RwLockWriteGuard<'_, FrameData>) {
+    /// Uncounts frame `fi` (latched in `g`, already free or, with
+    /// `standby`, in standby) from `used` and queues it, unless its entry
+    /// is still on the queue. The counts change under the latch, `used`
+    /// first, so that `used + standby` never exceeds the frames (a lookup
+    /// taking the page back takes the same latch).
+    fn give_back(&self, fi: u32, mut g: RwLockWriteGuard<'_, FrameData>, standby: bool) {
         let push = !std::mem::replace(&mut g.queued, true);
-        drop(g);
         self.used.fetch_sub(1, Ordering::AcqRel);
+        if standby {
+            self.standby.fetch_add(1, Ordering::AcqRel);
+        }
+        drop(g);
         if push {
             // Every frame index is on the queue at most once (`queued`),
             // and the queue holds them all.
@@ -845,6 +856,7 @@ impl BufferPool {
                     pager.map.set_frame(pid, NO_FRAME);
                     g.state = FrameState::Free;
                     g.pid = 0;
+                    self.standby.fetch_sub(1, Ordering::AcqRel);
                     return Ok(());
                 }
                 FrameState::Free | FrameState::Held | FrameState::Shadow => continue,
@@ -988,6 +1000,24 @@ mod loom_tests {
     /// After the threads: each page is in at most one frame, and reads
     /// back with every version bump (none lost to an eviction or reload).
     fn check_end(pool: &BufferPool, pager: &Pager, want: [u64; 2]) {
+        let (mut used, mut standby) = (0, 0);
+        for f in pool.frames.iter() {
+            match f.latch.read().state {
+                FrameState::Page | FrameState::Shadow | FrameState::Held => used += 1,
+                FrameState::Standby => standby += 1,
+                FrameState::Free => {}
+            }
+        }
+        assert_eq!(
+            pool.used.load(Ordering::SeqCst),
+            used,
+            "frames in use miscounted"
+        );
+        assert_eq!(
+            pool.standby.load(Ordering::SeqCst),
+            standby,
+            "standby miscounted"
+        );
         for pid in 1..=2u64 {
             let holding = pool
                 .frames
@@ -1406,11 +1436,13 @@ mod tests {
         let (f, state) = frame_of(&pool, &pager, 1).expect("still mapped");
         assert_eq!(state, FrameState::Standby);
         assert_eq!(pool.used.load(Ordering::SeqCst), 0);
+        assert_eq!(pool.standby.load(Ordering::SeqCst), 1);
         assert_contents(&pool);
 
         assert_eq!(read(&pool, &pager, 1), 0);
         assert_eq!(frame_of(&pool, &pager, 1), Some((f, FrameState::Page)));
         assert_eq!(pool.used.load(Ordering::SeqCst), 1);
+        assert_eq!(pool.standby.load(Ordering::SeqCst), 0);
         assert_eq!(pool.counters.reclaimed.load(Ordering::SeqCst), 1);
 
         // Referenced by that lookup: the first lap spares it.
@@ -1451,9 +1483,11 @@ mod tests {
             Some(FrameState::Standby)
         );
         assert_eq!(pool.used.load(Ordering::SeqCst), 0);
+        assert_eq!(pool.standby.load(Ordering::SeqCst), 2);
 
         let taken = take_all(&pool, &pager);
         assert_eq!(taken.len(), 64);
+        assert_eq!(pool.standby.load(Ordering::SeqCst), 0);
         assert_eq!(frame_of(&pool, &pager, 1), None);
         assert_eq!(frame_of(&pool, &pager, 2), None);
         assert_eq!(pool.counters.standby_taken.load(Ordering::SeqCst), 2);
@@ -1519,6 +1553,7 @@ mod tests {
         assert!(evict::evict_to_standby(&pool, &pager, 128).unwrap());
         pool.discard(&pager, 1).unwrap();
         assert_eq!(frame_of(&pool, &pager, 1), None);
+        assert_eq!(pool.standby.load(Ordering::SeqCst), 0);
         assert_eq!(pool.used.load(Ordering::SeqCst), 0);
         assert_eq!(take_all(&pool, &pager).len(), 64);
         assert_eq!(pool.counters.standby_taken.load(Ordering::SeqCst), 0);
