@@ -53,12 +53,7 @@ pub(crate) fn evict_one(
     pager: &Pager,
     max_examine: usize,
 ) -> Result<Option<u32>> {
-    let mut examined = 0;
-    let r = evict_one_counting(pool, pager, max_examine, false, &mut examined);
-    pool.counters
-        .examined
-        .fetch_add(examined, Ordering::Relaxed);
-    r
+    evict_counted(pool, pager, max_examine, false)
 }
 
 /// [`evict_one`] for the background worker: the victim's page (written
@@ -70,18 +65,29 @@ pub(crate) fn evict_to_standby(
     pager: &Pager,
     max_examine: usize,
 ) -> Result<bool> {
+    evict_counted(pool, pager, max_examine, true).map(|fi| fi.is_some())
+}
+
+/// [`evict_one_counting`], adding the frames examined to the shared
+/// counter once per call: that counter's cache line is written by every
+/// thread that evicts.
+fn evict_counted(
+    pool: &BufferPool,
+    pager: &Pager,
+    max_examine: usize,
+    standby: bool,
+) -> Result<Option<u32>> {
     let mut examined = 0;
-    let r = evict_one_counting(pool, pager, max_examine, true, &mut examined);
+    let r = evict_one_counting(pool, pager, max_examine, standby, &mut examined);
     pool.counters
         .examined
         .fetch_add(examined, Ordering::Relaxed);
-    r.map(|fi| fi.is_some())
+    r
 }
 
 /// [`evict_one`], or with `standby` [`evict_to_standby`] (the frame
 /// returned is then already free), counting the frames examined in
-/// `examined` (added to the shared counter once per call: that counter's
-/// cache line is written by every thread that evicts).
+/// `examined`.
 fn evict_one_counting(
     pool: &BufferPool,
     pager: &Pager,

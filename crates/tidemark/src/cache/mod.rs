@@ -545,7 +545,7 @@ impl BufferPool {
             .and_then(|x| u32::try_from(x).ok());
         if let Some(fi) = never_used {
             // Never published anywhere: nobody else latches it.
-            self.frames[fi as usize].latch.write().state = FrameState::Held;
+            self.hold(&mut self.frames[fi as usize].latch.write());
             return Some(fi);
         }
         self.pop_free(pager)
@@ -579,7 +579,7 @@ impl BufferPool {
                 // by eviction since: not free.
                 FrameState::Held | FrameState::Page | FrameState::Shadow => continue,
             }
-            g.state = FrameState::Held;
+            self.hold(&mut g);
             return Some(fi);
         }
         None
@@ -662,7 +662,7 @@ impl BufferPool {
                         .max_wait_ns
                         .fetch_max(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 }
-                self.prepare(fi);
+                // `take_free` sized its buffer.
                 return Ok(fi);
             }
             let t = *waited.get_or_insert_with(Instant::now);
@@ -683,8 +683,21 @@ impl BufferPool {
         }
     }
 
+    /// Sizes the buffer of frame `fi`, emptied by the caller's own
+    /// eviction, for a page.
     fn prepare(&self, fi: u32) {
         let mut g = self.frames[fi as usize].latch.write();
+        self.size_buf(&mut g);
+    }
+
+    /// Marks a frame taken from the free queue (latched in `g`) as held by
+    /// the caller, its buffer sized for a page: one latch hold per take.
+    fn hold(&self, g: &mut FrameData) {
+        g.state = FrameState::Held;
+        self.size_buf(g);
+    }
+
+    fn size_buf(&self, g: &mut FrameData) {
         if g.buf.len() != self.cfg.page_size {
             g.buf = vec![0u8; self.cfg.page_size];
         }
