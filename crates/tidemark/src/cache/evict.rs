@@ -69,16 +69,24 @@ pub(crate) fn evict_to_standby(
 }
 
 /// [`evict_one_counting`], adding the frames examined to the shared
-/// counter once per call: that counter's cache line is written by every
-/// thread that evicts.
+/// counter once per call ([`counting_examined`]).
 fn evict_counted(
     pool: &BufferPool,
     pager: &Pager,
     max_examine: usize,
     standby: bool,
 ) -> Result<Option<u32>> {
+    counting_examined(pool, |examined| {
+        evict_one_counting(pool, pager, max_examine, standby, examined)
+    })
+}
+
+/// Runs `sweep` with a local count of the frames it examines, added to
+/// the shared counter once at the end: that counter's cache line is
+/// written by every thread that evicts, so not once per frame.
+fn counting_examined<T>(pool: &BufferPool, sweep: impl FnOnce(&mut u64) -> T) -> T {
     let mut examined = 0;
-    let r = evict_one_counting(pool, pager, max_examine, standby, &mut examined);
+    let r = sweep(&mut examined);
     pool.counters
         .examined
         .fetch_add(examined, Ordering::Relaxed);
@@ -164,12 +172,9 @@ pub(crate) fn reduce_dirty(
     max_examine: usize,
     paced: Option<Instant>,
 ) -> Result<Relief> {
-    let mut examined = 0;
-    let r = reduce_dirty_counting(pool, pager, max_examine, paced, &mut examined);
-    pool.counters
-        .examined
-        .fetch_add(examined, Ordering::Relaxed);
-    r
+    counting_examined(pool, |examined| {
+        reduce_dirty_counting(pool, pager, max_examine, paced, examined)
+    })
 }
 
 /// [`reduce_dirty`], counting the frames examined in `examined`.
