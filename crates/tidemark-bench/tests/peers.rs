@@ -115,6 +115,39 @@ fn versus_read_after_sync_reads_every_key_on_both_engines() {
     assert_eq!(v["targets"].as_array().unwrap().len(), 2);
 }
 
+/// `versus checkpoint`: every engine's writer ran in both windows, its
+/// checkpoint ran beside it, and the target is tidemark's own ratio.
+#[test]
+fn versus_checkpoint_times_the_writer_alone_and_beside_a_checkpoint() {
+    let v = bench(&[
+        "versus",
+        "checkpoint",
+        "--quick",
+        "--engines",
+        "tidemark,sqlite",
+    ]);
+    let engines = v["engines"].as_array().unwrap();
+    assert_eq!(engines.len(), 2);
+    let num = |e: &Value, k: &str| e[k].as_f64().unwrap();
+    for e in engines {
+        assert!(num(e, "baseline_p50_us") > 0.0, "{e}");
+        assert!(
+            num(e, "baseline_p99_us") >= num(e, "baseline_p50_us"),
+            "{e}"
+        );
+        assert!(num(e, "during_p99_us") >= num(e, "during_p50_us"), "{e}");
+        assert!(num(e, "checkpoint_ms") > 0.0, "{e}");
+        // The writer ran while every round's checkpoint did.
+        assert!(num(e, "writes_during") >= 1.0, "{e}");
+        let ratio = num(e, "during_p99_us") / num(e, "baseline_p99_us");
+        assert!((num(e, "p99_ratio") - ratio).abs() < 1e-9, "{e}");
+    }
+    let targets = v["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1);
+    let tm = engines.iter().find(|e| e["engine"] == "tidemark").unwrap();
+    assert_eq!(targets[0]["measured"], tm["p99_ratio"]);
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
