@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{BufferPool, Content, FrameData, FrameState};
+use super::{BufferPool, Cleaned, Content, FrameData, FrameState};
 use crate::error::Result;
 use crate::pagemap::NO_FRAME;
 use crate::pager::{Pager, Pending};
@@ -15,10 +15,11 @@ pub(crate) const APP_EXAMINE_MAX: usize = 64;
 /// How long an idle worker sleeps before rechecking on its own.
 const WORKER_IDLE: Duration = Duration::from_millis(50);
 /// While usage is at or under [`paced_usage_limit`], a page is not
-/// cleaned again within this long of being cleaned (see [`reduce_dirty`]).
+/// cleaned again within this long of being cleaned, nor before the next
+/// checkpoint cut (see [`reduce_dirty`]).
 pub(crate) const RECLEAN_GAP: Duration = Duration::from_secs(1);
 /// How long the worker waits when every dirty page it found was cleaned
-/// within [`RECLEAN_GAP`].
+/// within [`RECLEAN_GAP`] or in the current epoch.
 const PACED_WAIT: Duration = Duration::from_millis(10);
 
 /// Frames in use above which the worker cleans without [`RECLEAN_GAP`]:
@@ -34,7 +35,8 @@ pub(crate) fn paced_usage_limit(pool: &BufferPool) -> usize {
 /// One step of the worker for the dirty target (usage is under its own
 /// target): cleans or evicts one dirty page, paced while usage is at or
 /// under [`paced_usage_limit`]. Records in `pool.dirty_hot` whether a
-/// paced step found every dirty page cleaned within [`RECLEAN_GAP`].
+/// paced step found every dirty page cleaned within [`RECLEAN_GAP`] or in
+/// the current checkpoint epoch.
 pub(crate) fn clean_step(pool: &BufferPool, pager: &Pager, used: usize) -> Result<Relief> {
     let paced = (used <= paced_usage_limit(pool)).then(Instant::now);
     let r = reduce_dirty(pool, pager, pool.clock_span(), paced);
@@ -161,11 +163,19 @@ pub(crate) enum Relief {
 /// are passed over.
 ///
 /// With `paced` (the time now), a referenced page cleaned less than
-/// [`RECLEAN_GAP`] ago is passed over too: a page written again within
-/// milliseconds of being cleaned is dirty again at once, and cleaning it
-/// over and over lowers neither the dirty pages nor the next checkpoint's
-/// work; it only spends a core and the disk's bandwidth (a cached table
-/// written at random is re-dirtied as fast as one worker can clean it).
+/// [`RECLEAN_GAP`] ago, or cleaned since the last checkpoint cut (in the
+/// current epoch), is passed over too: a page written again after being
+/// cleaned is dirty again at once, and cleaning it over and over lowers
+/// neither the dirty pages nor the next checkpoint's work (the checkpoint
+/// writes a page dirty at its cut once, however often it was cleaned
+/// before); it only spends a core and the disk's bandwidth (a cached
+/// table written at random is re-dirtied as fast as one worker can clean
+/// it). Once a second was not enough: a 628 MB table of 4,000-byte
+/// values in a 1 GiB cache, every leaf updated about once a second, was
+/// still cleaned about 30,000 pages a second, and each checkpoint then
+/// had to sync the gigabytes the cleaner had written since the last one
+/// (4.3-7.9 s each after the first, against 1.1-2.1 s once a page is
+/// cleaned at most once an epoch; BENCHMARKS.md, "versus checkpoint").
 pub(crate) fn reduce_dirty(
     pool: &BufferPool,
     pager: &Pager,
@@ -209,8 +219,11 @@ fn reduce_dirty_counting(
             continue;
         };
         if referenced && g.dirty {
-            if let (Some(now), Some((pid, at))) = (paced, g.cleaned) {
-                if pid == g.pid && now.saturating_duration_since(at) < RECLEAN_GAP {
+            if let (Some(now), Some(c)) = (paced, g.cleaned) {
+                if c.pid == g.pid
+                    && (c.epoch == pager.epoch.load(Ordering::Acquire)
+                        || now.saturating_duration_since(c.at) < RECLEAN_GAP)
+                {
                     // Passed over, not a pass of the hand: it keeps its
                     // reference bit, so a hot page is not evicted for
                     // being skipped.
@@ -226,7 +239,11 @@ fn reduce_dirty_counting(
         }
         write_counted(pool, pager, i as u32, &mut g)?;
         if referenced || paced.is_some() {
-            g.cleaned = Some((g.pid, paced.unwrap_or_else(Instant::now)));
+            g.cleaned = Some(Cleaned {
+                pid: g.pid,
+                at: paced.unwrap_or_else(Instant::now),
+                epoch: pager.epoch.load(Ordering::Acquire),
+            });
             pool.counters.cleaned.fetch_add(1, Ordering::Relaxed);
             return Ok(Relief::Cleaned);
         }
@@ -409,9 +426,10 @@ pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
         if !over_used {
             // Only the dirty pages are over their target. In a cache that
             // holds its working set with room to spare, each hot page is
-            // cleaned at most once per RECLEAN_GAP, at every level of dirty
-            // pages: one written again within milliseconds is dirty again
-            // at once, and is left for the checkpoint.
+            // cleaned at most once per RECLEAN_GAP and once per checkpoint
+            // epoch, at every level of dirty pages: one written again after
+            // its cleaning is dirty again at once, and is left for the
+            // checkpoint.
             match clean_step(pool, pager, used) {
                 Ok(Relief::Evicted(fi)) => {
                     let g = pool.frames[fi as usize].latch.write();

@@ -81,6 +81,15 @@ pub(crate) enum FrameState {
     Standby,
 }
 
+/// The last cleaning of a frame's page by a paced sweep.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cleaned {
+    pub(crate) pid: u64,
+    pub(crate) at: Instant,
+    /// The checkpoint epoch (`Pager::epoch`) it was cleaned in.
+    pub(crate) epoch: u64,
+}
+
 pub(crate) struct FrameData {
     pub(crate) state: FrameState,
     pub(crate) pid: u64,
@@ -89,9 +98,10 @@ pub(crate) struct FrameData {
     pub(crate) dirty_epoch: u64,
     /// Bumped on every modification.
     pub(crate) modcount: u64,
-    /// When the background worker last cleaned a page in this frame, and
-    /// which page (see [`evict::reduce_dirty`]).
-    pub(crate) cleaned: Option<(u64, Instant)>,
+    /// When the background worker last cleaned a page in this frame:
+    /// which page, at what time, and in which checkpoint epoch (see
+    /// [`evict::reduce_dirty`]).
+    pub(crate) cleaned: Option<Cleaned>,
     /// The frame's index is on the free queue, or was popped from it by a
     /// thread that has not latched the frame yet. Set when the index is
     /// pushed, cleared by the thread that popped it once it holds the
@@ -217,7 +227,8 @@ pub(crate) struct BufferPool {
     pub(crate) standby: AtomicUsize,
     pub(crate) dirty: AtomicUsize,
     /// Set by the worker when its last paced step found every dirty page
-    /// cleaned within `RECLEAN_GAP` (see [`evict::clean_step`]): the dirty
+    /// cleaned within `RECLEAN_GAP` or since the last checkpoint cut (see
+    /// [`evict::clean_step`]): the dirty
     /// pages are hot ones, left for the checkpoint.
     pub(crate) dirty_hot: AtomicBool,
     pub(crate) cfg: PoolConfig,
@@ -722,9 +733,10 @@ impl BufferPool {
     /// Over the dirty trigger alone, in a cache with room (usage at or
     /// under [`evict::paced_usage_limit`]), the thread is paced as the
     /// worker is, and does nothing when the worker found every dirty page
-    /// cleaned within `RECLEAN_GAP` (`dirty_hot`): those are pages written
-    /// again within a second, which cleaning would dirty again at once and
-    /// the next checkpoint writes once.
+    /// cleaned within `RECLEAN_GAP` or since the last checkpoint cut
+    /// (`dirty_hot`): those are pages written again after their cleaning,
+    /// which cleaning would dirty again at once and the next checkpoint
+    /// writes once.
     fn help(&self, pager: &Pager, incoming: usize) -> Option<u32> {
         let used = self.used.load(Ordering::Relaxed) + incoming;
         let dirty = self.dirty.load(Ordering::Relaxed);
@@ -1365,11 +1377,12 @@ mod tests {
     }
 
     /// The background worker cleans a hot dirty page at most once per
-    /// `RECLEAN_GAP`; passing over it keeps its reference bit, so it is
-    /// not evicted instead; after the gap, or for an application thread
-    /// (unpaced), it is cleaned again. No write is lost on the way.
+    /// `RECLEAN_GAP` and once per checkpoint epoch; passing over it keeps
+    /// its reference bit, so it is not evicted instead; once both have
+    /// passed, or for an application thread (unpaced), it is cleaned
+    /// again. No write is lost on the way.
     #[test]
-    fn the_worker_cleans_a_hot_page_at_most_once_per_gap() {
+    fn the_worker_cleans_a_hot_page_at_most_once_per_gap_and_epoch() {
         let (pool, pager) = setup(4);
         bump(&pool, &pager, 1);
         read(&pool, &pager, 1); // found cached: referenced
@@ -1392,11 +1405,29 @@ mod tests {
             assert_eq!(cached_dirty(&pool, 1), Some(true), "evicted at {ms} ms");
         }
         assert_eq!(pool.dirty.load(Ordering::SeqCst), 1);
+        // The gap has passed, but no checkpoint has cut since the
+        // cleaning: the checkpoint will write the page once anyway.
         let after = evict::RECLEAN_GAP + Duration::from_millis(1);
+        for late in [after, after * 30] {
+            assert!(
+                matches!(paced(late).unwrap(), evict::Relief::Nothing),
+                "cleaned again in the same epoch {late:?} after"
+            );
+            assert_eq!(cached_dirty(&pool, 1), Some(true));
+        }
+        // A cut moves the epoch on: after the gap, cleaned again.
+        pager.epoch.fetch_add(1, Ordering::SeqCst);
         assert!(matches!(paced(after).unwrap(), evict::Relief::Cleaned));
         assert_eq!(pool.dirty.load(Ordering::SeqCst), 0);
-        // An application thread over the dirty trigger is not paced.
+        // In a new epoch, the gap alone still holds it back.
         bump(&pool, &pager, 1);
+        pager.epoch.fetch_add(1, Ordering::SeqCst);
+        assert!(matches!(
+            paced(after + Duration::from_millis(10)).unwrap(),
+            evict::Relief::Nothing
+        ));
+        assert_eq!(cached_dirty(&pool, 1), Some(true));
+        // An application thread over the dirty trigger is not paced.
         assert!(matches!(
             evict::reduce_dirty(&pool, &pager, 4, None).unwrap(),
             evict::Relief::Cleaned
@@ -1630,7 +1661,8 @@ mod tests {
     }
 
     /// Over the dirty trigger alone, with room in the cache: once the
-    /// worker finds every dirty page cleaned within `RECLEAN_GAP`, an
+    /// worker finds every dirty page cleaned within `RECLEAN_GAP` (or this
+    /// epoch), an
     /// application thread leaves them (no write, no eviction); in a cache
     /// near its usage target it cleans one as before.
     #[test]
