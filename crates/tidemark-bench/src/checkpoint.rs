@@ -119,14 +119,8 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
     // Host steal over all baseline windows and over all checkpoint
     // windows (CPU ticks, total and stolen): a p99 moved by a hypervisor
     // taking a virtual CPU shows here.
-    let mut steal_base = (0u64, 0u64);
-    let mut steal_during = (0u64, 0u64);
-    let add = |acc: &mut (u64, u64), a: Option<(u64, u64)>, b: Option<(u64, u64)>| {
-        if let (Some((t0, s0)), Some((t1, s1))) = (a, b) {
-            acc.0 += t1.saturating_sub(t0);
-            acc.1 += s1.saturating_sub(s0);
-        }
-    };
+    let mut steal_base = report::Steal::default();
+    let mut steal_during = report::Steal::default();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
     let small = vec![0x11u8; VALUE_LEN];
     for _ in 0..rounds {
@@ -146,7 +140,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
             t.put(format!("{k:016}"), &small)?;
             lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
         }
-        add(&mut steal_base, ticks, report::cpu_ticks());
+        steal_base.add(ticks, report::cpu_ticks());
         base_p50.push(report::percentile(&mut lat, 50.0));
         base_p99.push(report::percentile(&mut lat, 99.0));
         baseline_checkpoints += db.stats().checkpoints - ck0;
@@ -169,7 +163,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
             t.put(format!("{k:016}"), &small)?;
             lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
         }
-        add(&mut steal_during, ticks, report::cpu_ticks());
+        steal_during.add(ticks, report::cpu_ticks());
         let took = ck.join().map_err(|_| msg("checkpoint thread panicked"))??;
         ckpt_ms.push(took.as_secs_f64() * 1000.0);
         during_p50.push(report::percentile(&mut lat, 50.0));
@@ -182,8 +176,8 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
         "baseline_p50_us": m(&mut base_p50), "baseline_p99_us": m(&mut base_p99),
         "during_p50_us": m(&mut during_p50), "during_p99_us": m(&mut during_p99),
         "baseline_checkpoints": baseline_checkpoints,
-        "baseline_steal_pct": report::steal_pct(Some((0, 0)), Some(steal_base)),
-        "during_steal_pct": report::steal_pct(Some((0, 0)), Some(steal_during)),
+        "baseline_steal_pct": steal_base.pct(),
+        "during_steal_pct": steal_during.pct(),
     }))
 }
 

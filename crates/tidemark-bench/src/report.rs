@@ -142,9 +142,44 @@ pub fn steal_pct(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> Optio
     Some(100.0 * s1.saturating_sub(s0) as f64 / total as f64)
 }
 
+/// CPU time and steal summed over several windows (each a pair of
+/// [`cpu_ticks`] readings), for one steal figure over all of them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Steal {
+    total: u64,
+    stolen: u64,
+}
+
+impl Steal {
+    /// Adds the window from `before` to `after`; a missing reading adds
+    /// nothing.
+    pub fn add(&mut self, before: Option<(u64, u64)>, after: Option<(u64, u64)>) {
+        if let (Some((t0, s0)), Some((t1, s1))) = (before, after) {
+            self.total += t1.saturating_sub(t0);
+            self.stolen += s1.saturating_sub(s0);
+        }
+    }
+
+    /// Steal as a percentage of the windows' CPU time; `None` if none was
+    /// added.
+    pub fn pct(&self) -> Option<f64> {
+        steal_pct(Some((0, 0)), Some((self.total, self.stolen)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steal_over_windows_sums_their_ticks() {
+        let mut s = Steal::default();
+        assert_eq!(s.pct(), None);
+        s.add(Some((1000, 10)), Some((1100, 20)));
+        s.add(None, Some((5000, 500)));
+        s.add(Some((2000, 50)), Some((2300, 50)));
+        assert_eq!(s.pct(), Some(2.5));
+    }
 
     #[test]
     fn steal_is_the_stolen_share_of_the_ticks_between_two_readings() {

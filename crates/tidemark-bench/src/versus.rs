@@ -349,13 +349,7 @@ fn checkpoint(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     let small = vec![0x11u8; CHECKPOINT_VALUE_LEN];
     let (mut b50, mut b99, mut d50, mut d99, mut ms, mut during_ops) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let (mut steal_base, mut steal_during) = ((0u64, 0u64), (0u64, 0u64));
-    let add = |acc: &mut (u64, u64), a: Option<(u64, u64)>, b: Option<(u64, u64)>| {
-        if let (Some((t0, s0)), Some((t1, s1))) = (a, b) {
-            acc.0 += t1.saturating_sub(t0);
-            acc.1 += s1.saturating_sub(s0);
-        }
-    };
+    let (mut steal_base, mut steal_during) = (report::Steal::default(), report::Steal::default());
     for _ in 0..rounds {
         // Dirty half the table, as tidemark's bench does.
         write_range(&mut w, 2, &small)?;
@@ -369,7 +363,7 @@ fn checkpoint(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
             w.put(&k, &small)?;
             lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
         }
-        add(&mut steal_base, ticks, report::cpu_ticks());
+        steal_base.add(ticks, report::cpu_ticks());
         b50.push(report::percentile(&mut lat, 50.0));
         b99.push(report::percentile(&mut lat, 99.0));
         // The same writer while the engine checkpoints beside it.
@@ -392,7 +386,7 @@ fn checkpoint(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
             ck.join()
                 .map_err(|_| msg("the checkpoint thread panicked"))?
         })?;
-        add(&mut steal_during, ticks, report::cpu_ticks());
+        steal_during.add(ticks, report::cpu_ticks());
         ms.push(took.as_secs_f64() * 1000.0);
         during_ops.push(lat.len() as f64);
         d50.push(report::percentile(&mut lat, 50.0));
@@ -409,8 +403,8 @@ fn checkpoint(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
         "p99_ratio": dp99 / bp99.max(1e-3),
         "checkpoint_ms": m(&mut ms),
         "writes_during": m(&mut during_ops),
-        "baseline_steal_pct": report::steal_pct(Some((0, 0)), Some(steal_base)),
-        "during_steal_pct": report::steal_pct(Some((0, 0)), Some(steal_during)),
+        "baseline_steal_pct": steal_base.pct(),
+        "during_steal_pct": steal_during.pct(),
         "durability": e.durability_note(),
         "weaker": e.weaker(),
     }))
