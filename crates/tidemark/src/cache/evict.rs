@@ -195,6 +195,10 @@ fn reduce_dirty_counting(
     paced: Option<Instant>,
     examined: &mut u64,
 ) -> Result<Relief> {
+    // Read once a sweep: a cut during the sweep only leaves a page cleaned
+    // after it stamped with the epoch before, which lets it be cleaned
+    // again one epoch early, never later.
+    let epoch = pager.epoch.load(Ordering::Acquire);
     for i in Sweep::new(pool, max_examine, SWEEP_BATCH) {
         let frame = &pool.frames[i];
         let referenced = frame.referenced.load(Ordering::Relaxed);
@@ -221,8 +225,7 @@ fn reduce_dirty_counting(
         if referenced && g.dirty {
             if let (Some(now), Some(c)) = (paced, g.cleaned) {
                 if c.pid == g.pid
-                    && (c.epoch == pager.epoch.load(Ordering::Acquire)
-                        || now.saturating_duration_since(c.at) < RECLEAN_GAP)
+                    && (c.epoch == epoch || now.saturating_duration_since(c.at) < RECLEAN_GAP)
                 {
                     // Passed over, not a pass of the hand: it keeps its
                     // reference bit, so a hot page is not evicted for
@@ -242,7 +245,7 @@ fn reduce_dirty_counting(
             g.cleaned = Some(Cleaned {
                 pid: g.pid,
                 at: paced.unwrap_or_else(Instant::now),
-                epoch: pager.epoch.load(Ordering::Acquire),
+                epoch,
             });
             pool.counters.cleaned.fetch_add(1, Ordering::Relaxed);
             return Ok(Relief::Cleaned);

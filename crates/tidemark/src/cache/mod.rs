@@ -228,8 +228,8 @@ pub(crate) struct BufferPool {
     pub(crate) dirty: AtomicUsize,
     /// Set by the worker when its last paced step found every dirty page
     /// cleaned within `RECLEAN_GAP` or since the last checkpoint cut (see
-    /// [`evict::clean_step`]): the dirty
-    /// pages are hot ones, left for the checkpoint.
+    /// [`evict::clean_step`]): the dirty pages are hot ones, left for the
+    /// checkpoint.
     pub(crate) dirty_hot: AtomicBool,
     pub(crate) cfg: PoolConfig,
     pub(crate) counters: PoolCounters,
@@ -1662,9 +1662,8 @@ mod tests {
 
     /// Over the dirty trigger alone, with room in the cache: once the
     /// worker finds every dirty page cleaned within `RECLEAN_GAP` (or this
-    /// epoch), an
-    /// application thread leaves them (no write, no eviction); in a cache
-    /// near its usage target it cleans one as before.
+    /// epoch), an application thread leaves them (no write, no eviction);
+    /// in a cache near its usage target it cleans one as before.
     #[test]
     fn application_threads_leave_hot_dirty_pages_when_the_cache_has_room() {
         for room in [true, false] {
