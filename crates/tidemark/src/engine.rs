@@ -5,6 +5,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
@@ -19,7 +20,7 @@ use crate::io::{FileIo, FileSystem};
 use crate::meta::{self, Meta};
 use crate::page::{self, get_u64, PageKind, HEADER_SIZE};
 use crate::pagemap::{self, PageMap, NO_BLOCK};
-use crate::pager::{Pager, Promise};
+use crate::pager::{Pager, PopulateGate, Promise};
 use crate::stripes::Stripes;
 use crate::versions::{Ts, Versions};
 use crate::wal::record::LogOp;
@@ -680,11 +681,13 @@ impl Engine {
     /// until stopped. Failures are left for the writers' own admission
     /// (which reports a full disk) and retried after a pause.
     pub(crate) fn run_file_preparer(&self) {
+        let mut gate = PopulateGate::new(self.pool.pages_written_out());
         let mut stop = self.prep_stop.lock();
         while !*stop {
             drop(stop);
-            let more =
-                self.pager.check_writable().is_ok() && self.pager.prepare_ahead().unwrap_or(false);
+            let populate = gate.open(self.pool.pages_written_out(), Instant::now());
+            let more = self.pager.check_writable().is_ok()
+                && self.pager.prepare_ahead(populate).unwrap_or(false);
             stop = self.prep_stop.lock();
             if !more && !*stop {
                 self.prep_cv.wait_for(&mut stop, PREPARE_IDLE);

@@ -775,6 +775,13 @@ impl BufferPool {
         fi
     }
 
+    /// Pages written out by eviction and cleaning since open (the data
+    /// file's preparer populates room only while this moves).
+    pub(crate) fn pages_written_out(&self) -> u64 {
+        self.counters.cleaned.load(Ordering::Relaxed)
+            + self.counters.evicted_dirty.load(Ordering::Relaxed)
+    }
+
     /// Usage above which taking a frame wakes the workers: a quarter of
     /// the way from `eviction_target` to `eviction_trigger`. A worker
     /// woken evicts down to the target, so each wake frees a batch of
