@@ -1100,11 +1100,7 @@ mod tests {
     #[test]
     fn growing_ahead_leaves_the_headroom_free() {
         let page = PAGE_SIZE as u64;
-        let (f, p) = pager(0);
-        let mut buf = vec![0u8; PAGE_SIZE];
-        for _ in 0..3000 {
-            p.write_new_block(&mut buf, true).unwrap();
-        }
+        let (f, p) = pager_with_new_blocks(3000);
         let before = p.file_blocks();
         *f.free.lock() = Some(PREPARE_HEADROOM + 2048 * page);
         while p.prepare_ahead(true).unwrap() {}
@@ -1266,11 +1262,7 @@ mod tests {
     #[test]
     fn growing_ahead_does_not_wait_for_population() {
         let page = PAGE_SIZE as u64;
-        let (f, p) = pager(0);
-        let mut buf = vec![0u8; PAGE_SIZE];
-        for _ in 0..3000 {
-            p.write_new_block(&mut buf, true).unwrap();
-        }
+        let (f, p) = pager_with_new_blocks(3000);
         assert!(!p.prepare_ahead(false).unwrap());
         let grown = p.file_blocks();
         assert!(grown >= p.alloc.used() + 3000, "{grown} blocks");
@@ -1287,6 +1279,17 @@ mod tests {
         assert!(!p.prepare_ahead(true).unwrap());
         assert!(f.populated.lock().is_empty());
         assert_eq!(p.file_blocks(), 4096);
+    }
+
+    /// [`pager`] over an empty file, with `n` pages written to new blocks
+    /// by eviction.
+    fn pager_with_new_blocks(n: usize) -> (Arc<Recorder>, Pager) {
+        let (f, p) = pager(0);
+        let mut buf = vec![0u8; PAGE_SIZE];
+        for _ in 0..n {
+            p.write_new_block(&mut buf, true).unwrap();
+        }
+        (f, p)
     }
 
     /// A pager over a data file in memory (made 64 blocks long, as the

@@ -1627,6 +1627,18 @@ mod tests {
         })
     }
 
+    /// Page 1 written, read (so referenced) and cleaned by one step of the
+    /// worker: the start of a hot page.
+    fn cleaned_while_referenced(pool: &BufferPool, pager: &Pager) {
+        bump(pool, pager, 1);
+        read(pool, pager, 1);
+        let used = pool.used.load(Ordering::SeqCst);
+        assert!(matches!(
+            evict::clean_step(pool, pager, used).unwrap(),
+            evict::Relief::Cleaned
+        ));
+    }
+
     /// A dirty page not touched since the hand last passed is cleaned and
     /// kept while the cache has room (usage at or under the paced limit):
     /// evicting it would only read it back on its next use. Near the usage
@@ -1675,13 +1687,7 @@ mod tests {
     fn the_worker_backs_off_while_every_dirty_page_is_hot() {
         let (pool, pager) = pool_with_room(true, 64);
         read(&pool, &pager, 2); // a clean page for the laps to pass
-        bump(&pool, &pager, 1);
-        read(&pool, &pager, 1); // referenced
-        let used = pool.used.load(Ordering::SeqCst);
-        assert!(matches!(
-            evict::clean_step(&pool, &pager, used).unwrap(),
-            evict::Relief::Cleaned
-        ));
+        cleaned_while_referenced(&pool, &pager);
         bump(&pool, &pager, 1); // dirty again: hot
         let written = pager.counters.pages_written.load(Ordering::SeqCst);
         let examined = pool.counters.examined.load(Ordering::SeqCst);
@@ -1730,13 +1736,8 @@ mod tests {
     fn application_threads_leave_hot_dirty_pages_when_the_cache_has_room() {
         for room in [true, false] {
             let (pool, pager) = pool_with_room(room, 0);
-            bump(&pool, &pager, 1);
-            read(&pool, &pager, 1); // referenced
+            cleaned_while_referenced(&pool, &pager);
             let used = pool.used.load(Ordering::SeqCst);
-            assert!(matches!(
-                evict::clean_step(&pool, &pager, used).unwrap(),
-                evict::Relief::Cleaned
-            ));
             assert!(!pool.dirty_hot.load(Ordering::SeqCst));
             bump(&pool, &pager, 1); // dirty again within the gap
             let step = evict::clean_step(&pool, &pager, used).unwrap();
