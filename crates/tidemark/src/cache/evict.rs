@@ -29,7 +29,7 @@ const PACED_WAIT: Duration = Duration::from_millis(10);
 /// With a fixed 10 ms wait, the worker lapped every frame of the cache a
 /// hundred times a second for as long as such pages stayed dirty: written
 /// once after their cleaning and then left alone, they stay so until the
-/// next cut. That was 11-13 % of a core in an idle 4 GiB cache holding
+/// next cut. That was 10-13 % of a core in an idle 4 GiB cache holding
 /// 2.3 GB of them; with the backoff, under 0.3 %.
 const PACED_WAIT_MAX: Duration = RECLEAN_GAP;
 
