@@ -9,7 +9,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use common::SimFs;
@@ -239,12 +239,27 @@ fn spread_batches(ps: usize) {
     fn spread_value(i: u64, round: u64) -> Vec<u8> {
         vec![(i + round) as u8; 120]
     }
-    /// One writer's rounds on its own table until five in a row were
-    /// refused; returns its model and how many were refused.
-    fn writer(db: &Database, table: &str, mut model: Model, extra_kb: u64) -> (Model, u64) {
-        let (mut in_a_row, mut round, mut refused) = (0, 1u64, 0);
+    /// One writer's rounds on its own table until the disk is full for
+    /// both: five of its batches in a row refused with no commit by either
+    /// writer since the first of them. (A batch may be refused while the
+    /// other writer's admitted batch holds the last room; that refusal is
+    /// right, but it does not mean the disk is full.) Returns its model
+    /// and how many of its batches were refused.
+    fn writer(
+        db: &Database,
+        table: &str,
+        mut model: Model,
+        room_kb: u64,
+        commits: &AtomicU64,
+    ) -> (Model, u64) {
+        let (mut in_a_row, mut round, mut refused, mut mine) = (0, 1u64, 0, 0);
+        let mut seen = commits.load(Ordering::SeqCst);
         while in_a_row < 5 {
-            assert!(round < 2000, "extra {extra_kb} KB: the disk never filled");
+            assert!(mine < 2000, "room {room_kb} KB: the disk never filled");
+            assert!(
+                round < 100_000,
+                "room {room_kb} KB, {table}: never admitted"
+            );
             let mut b = WriteBatch::new();
             let mut next = model.clone();
             // Every 10th key, offset by the round: the batch touches
@@ -264,36 +279,77 @@ fn spread_batches(ps: usize) {
                 Ok(()) => {
                     model = next;
                     in_a_row = 0;
+                    mine += 1;
+                    commits.fetch_add(1, Ordering::SeqCst);
                     match db.checkpoint() {
                         Ok(_) | Err(Error::DiskFull(_)) => {}
                         Err(e) => {
-                            panic!("extra {extra_kb} KB, {table} round {round}: checkpoint: {e}")
+                            panic!("room {room_kb} KB, {table} round {round}: checkpoint: {e}")
                         }
                     }
                 }
                 Err(Error::DiskFull(_)) => {
                     refused += 1;
-                    in_a_row += 1;
+                    let now = commits.load(Ordering::SeqCst);
+                    in_a_row = if now == seen { in_a_row + 1 } else { 1 };
+                    seen = now;
+                    // What a user does on a full disk: a checkpoint, which
+                    // frees the blocks the last one replaced (one refused
+                    // while the other writer's batch held the room leaves
+                    // them in limbo, and no batch fits until one runs).
+                    // Then a pause, for an admitted batch of the other
+                    // writer to finish.
+                    match db.checkpoint() {
+                        Ok(_) | Err(Error::DiskFull(_)) => {}
+                        Err(e) => panic!("room {room_kb} KB, {table}: checkpoint when full: {e}"),
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
                 }
                 Err(e) => {
-                    panic!("extra {extra_kb} KB, {table} round {round}: {e} (expected DiskFull)")
+                    panic!("room {room_kb} KB, {table} round {round}: {e} (expected DiskFull)")
                 }
             }
             round += 1;
         }
         (model, refused)
     }
-    let (mut refused_total, mut evicted_total) = (0, 0);
-    // Room beyond the filled disk. A batch is admitted only with room for
-    // two blocks for each key it changes (at most the blocks in use) and
-    // the dirty pages' reserve. At 16 KiB pages the free blocks the fill
-    // left in the data file already hold that. At 4 KiB pages (four times
-    // the blocks in use, and a reserve of four times the frames) every
-    // batch was refused with up to 1.5 MB more (2026-11-28: no commit, no
-    // eviction); with 8 MB more, batches go through until the disk fills.
-    let base_kb = if ps >= 16384 { 0 } else { 8 << 10 };
-    let sizes = [0u64, 256, 768, 1536].map(|kb| base_kb + kb);
-    for extra_kb in sizes {
+    /// The file system's used bytes once the background preparers (the
+    /// data file's growth ahead, the log's next segments) have stopped
+    /// taking room: unchanged for 300 ms (at most 10 s of waiting). Capping
+    /// the disk while they still grow would leave a different amount of
+    /// room from one run to the next.
+    fn settled_used(fs: &SimFs) -> u64 {
+        let start = std::time::Instant::now();
+        let mut used = fs.control.used.load(Ordering::SeqCst);
+        let mut same_since = std::time::Instant::now();
+        while same_since.elapsed() < std::time::Duration::from_millis(300)
+            && start.elapsed() < std::time::Duration::from_secs(10)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let now = fs.control.used.load(Ordering::SeqCst);
+            if now != used {
+                used = now;
+                same_since = std::time::Instant::now();
+            }
+        }
+        used
+    }
+    let (mut refused_total, mut evicted_total, mut commits_total) = (0, 0, 0);
+    // Room beyond the blocks in use once the tables are filled: the data
+    // file's free blocks and the disk's free bytes together. A batch is
+    // admitted only with room for two blocks for each key it changes (at
+    // most the blocks in use) and the dirty pages' reserve. How much of
+    // the room is free blocks in the file already depends on how far the
+    // file preparer had grown it ahead when the fill's checkpoint cut it
+    // off (at 4 KiB pages 13.0 MiB in most runs, 9.5 MiB in some, and
+    // those made 4-10 commits instead of about 30), so the disk is capped
+    // to make the sum the same in every run. The fill leaves about 21.1
+    // MiB free in the file at 16 KiB pages. At 4 KiB pages (four times the
+    // blocks in use, and a reserve of four times the frames) every batch
+    // was refused with about 14.5 MiB of room (2026-11-28: no commit, no
+    // eviction), and with 21 MiB they go through until the disk fills.
+    let sizes = [0u64, 256, 768, 1536].map(|kb| (22 << 10) + kb);
+    for room_kb in sizes {
         let dir = tempfile::tempdir().unwrap();
         let fs = SimFs::new();
         let db = open_dirty(&fs, dir.path(), ps).expect("open");
@@ -311,18 +367,21 @@ fn spread_batches(ps: usize) {
             }
         }
         db.checkpoint().expect("checkpoint with room");
-        let used = fs.control.used.load(Ordering::SeqCst);
-        fs.control
-            .capacity
-            .store(used + (extra_kb << 10), Ordering::SeqCst);
+        let used = settled_used(&fs);
+        let in_file = db.stats().file_free_bytes;
+        fs.control.capacity.store(
+            used + (room_kb << 10).saturating_sub(in_file),
+            Ordering::SeqCst,
+        );
+        let commits = AtomicU64::new(0);
         let before = db.stats();
         models = std::thread::scope(|s| {
             let handles: Vec<_> = models
                 .into_iter()
                 .enumerate()
                 .map(|(n, m)| {
-                    let db = &db;
-                    s.spawn(move || writer(db, &format!("t{n}"), m, extra_kb))
+                    let (db, commits) = (&db, &commits);
+                    s.spawn(move || writer(db, &format!("t{n}"), m, room_kb, commits))
                 })
                 .collect();
             handles
@@ -337,13 +396,17 @@ fn spread_batches(ps: usize) {
         let st = db.stats();
         // The batches did evict dirty pages while they were applied.
         let evicted = st.pages_evicted_dirty - before.pages_evicted_dirty;
-        assert!(evicted > 1000, "{evicted} dirty pages evicted");
+        commits_total += commits.load(Ordering::SeqCst);
+        assert!(
+            evicted > 1000,
+            "room {room_kb} KB: {evicted} dirty pages evicted"
+        );
         evicted_total += evicted;
         for (n, m) in models.iter().enumerate() {
             assert_eq!(
                 &contents(&db, &format!("t{n}")),
                 m,
-                "extra {extra_kb} KB, t{n}: state while full"
+                "room {room_kb} KB, t{n}: state while full"
             );
         }
         fs.control.capacity.store(u64::MAX, Ordering::SeqCst);
@@ -360,14 +423,14 @@ fn spread_batches(ps: usize) {
             assert_eq!(
                 &contents(&db, &format!("t{n}")),
                 m,
-                "extra {extra_kb} KB, t{n}: after reopen"
+                "room {room_kb} KB, t{n}: after reopen"
             );
         }
         assert!(db.verify().unwrap().is_ok());
     }
     assert!(refused_total > 0);
     eprintln!(
-        "spread batches, pages of {ps}: {} disks, {refused_total} commits refused with DiskFull, {evicted_total} dirty pages evicted while filling, writes never stopped",
+        "spread batches, pages of {ps}: {} disks, {commits_total} batches committed and {refused_total} refused with DiskFull, {evicted_total} dirty pages evicted while filling, writes never stopped",
         sizes.len()
     );
 }
