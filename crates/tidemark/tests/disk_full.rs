@@ -281,12 +281,10 @@ fn spread_batches(ps: usize) {
                     in_a_row = 0;
                     mine += 1;
                     commits.fetch_add(1, Ordering::SeqCst);
-                    match db.checkpoint() {
-                        Ok(_) | Err(Error::DiskFull(_)) => {}
-                        Err(e) => {
-                            panic!("room {room_kb} KB, {table} round {round}: checkpoint: {e}")
-                        }
-                    }
+                    checkpoint_unless_full(
+                        db,
+                        &format!("room {room_kb} KB, {table} round {round}"),
+                    );
                 }
                 Err(Error::DiskFull(_)) => {
                     refused += 1;
@@ -299,10 +297,7 @@ fn spread_batches(ps: usize) {
                     // them in limbo, and no batch fits until one runs).
                     // Then a pause, for an admitted batch of the other
                     // writer to finish.
-                    match db.checkpoint() {
-                        Ok(_) | Err(Error::DiskFull(_)) => {}
-                        Err(e) => panic!("room {room_kb} KB, {table}: checkpoint when full: {e}"),
-                    }
+                    checkpoint_unless_full(db, &format!("room {room_kb} KB, {table} when full"));
                     std::thread::sleep(std::time::Duration::from_millis(2));
                 }
                 Err(e) => {
@@ -313,26 +308,12 @@ fn spread_batches(ps: usize) {
         }
         (model, refused)
     }
-    /// The file system's used bytes once the background preparers (the
-    /// data file's growth ahead, the log's next segments) have stopped
-    /// taking room: unchanged for 300 ms (at most 10 s of waiting). Capping
-    /// the disk while they still grow would leave a different amount of
-    /// room from one run to the next.
-    fn settled_used(fs: &SimFs) -> u64 {
-        let start = std::time::Instant::now();
-        let mut used = fs.control.used.load(Ordering::SeqCst);
-        let mut same_since = std::time::Instant::now();
-        while same_since.elapsed() < std::time::Duration::from_millis(300)
-            && start.elapsed() < std::time::Duration::from_secs(10)
-        {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            let now = fs.control.used.load(Ordering::SeqCst);
-            if now != used {
-                used = now;
-                same_since = std::time::Instant::now();
-            }
+    /// A checkpoint that may be refused for want of room, and nothing else.
+    fn checkpoint_unless_full(db: &Database, what: &str) {
+        match db.checkpoint() {
+            Ok(_) | Err(Error::DiskFull(_)) => {}
+            Err(e) => panic!("{what}: checkpoint: {e}"),
         }
-        used
     }
     let (mut refused_total, mut evicted_total, mut commits_total) = (0, 0, 0);
     // Room beyond the blocks in use once the tables are filled: the data
@@ -342,8 +323,9 @@ fn spread_batches(ps: usize) {
     // the room is free blocks in the file already depends on how far the
     // file preparer had grown it ahead when the fill's checkpoint cut it
     // off (at 4 KiB pages 13.0 MiB in most runs, 9.5 MiB in some, and
-    // those made 4-10 commits instead of about 30), so the disk is capped
-    // to make the sum the same in every run. The fill leaves about 21.1
+    // those made 4-10 commits instead of about 30; the preparer grows
+    // nothing more after the cut), so the disk is capped to make the sum
+    // the same in every run. The fill leaves about 21.1
     // MiB free in the file at 16 KiB pages. At 4 KiB pages (four times the
     // blocks in use, and a reserve of four times the frames) every batch
     // was refused with about 14.5 MiB of room (2026-11-28: no commit, no
@@ -367,8 +349,15 @@ fn spread_batches(ps: usize) {
             }
         }
         db.checkpoint().expect("checkpoint with room");
-        let used = settled_used(&fs);
-        let in_file = db.stats().file_free_bytes;
+        // The disk's used bytes and the file's free bytes as of one
+        // moment: read again if a preparer grew the file in between.
+        let (used, in_file) = loop {
+            let used = fs.control.used.load(Ordering::SeqCst);
+            let in_file = db.stats().file_free_bytes;
+            if fs.control.used.load(Ordering::SeqCst) == used {
+                break (used, in_file);
+            }
+        };
         fs.control.capacity.store(
             used + (room_kb << 10).saturating_sub(in_file),
             Ordering::SeqCst,
