@@ -423,3 +423,63 @@ fn spread_batches(ps: usize) {
         sizes.len()
     );
 }
+
+/// A log segment the background preparer could not fill on a full disk
+/// gives its room back at once: its temporary file is removed, not left
+/// taking the room until the next open. (Left behind, it also refused the
+/// commit that then had to create the same segment itself.)
+#[test]
+fn a_log_segment_preparation_cut_short_leaves_no_file_behind() {
+    use tidemark::io::FileSystem;
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    let db = open(&fs, dir.path(), tidemark::DEFAULT_PAGE_SIZE).expect("open");
+    db.table("t").expect("create table");
+    let mut model = Model::new();
+    for i in 0..10 {
+        model = commit(&db, &model, i).expect("commit with room");
+    }
+    // Room for less than one 64 KiB segment: every preparation from now on
+    // is cut short, and so is every segment a commit creates itself.
+    let used = fs.control.used.load(Ordering::SeqCst);
+    fs.control
+        .capacity
+        .store(used + (16 << 10), Ordering::SeqCst);
+    let mut refused = 0;
+    for i in 10..2_000 {
+        match commit(&db, &model, i) {
+            Ok(next) => model = next,
+            Err(Error::DiskFull(m)) => {
+                if refused == 0 {
+                    eprintln!("XDBG first refusal at {i}: {m}");
+                }
+                refused += 1;
+                if refused == 20 {
+                    break;
+                }
+            }
+            Err(e) => panic!("commit {i}: {e} (expected DiskFull)"),
+        }
+    }
+    assert_eq!(refused, 20, "the log never ran out of room");
+    eprintln!(
+        "XDBG files {:?} created {}",
+        fs.list(dir.path()).unwrap(),
+        db.stats().log_segments_created
+    );
+    // Closing waits for the background preparer: whatever it left now
+    // stays. Each refusal above came at a segment whose preparation began
+    // after the disk was capped, and could not finish.
+    assert_eq!(contents(&db, "t"), model);
+    db.close().expect("close");
+    let prep: Vec<String> = fs
+        .list(dir.path())
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".prep"))
+        .collect();
+    assert_eq!(prep, Vec::<String>::new());
+    fs.control.capacity.store(u64::MAX, Ordering::SeqCst);
+    let db = open(&fs, dir.path(), tidemark::DEFAULT_PAGE_SIZE).expect("reopen");
+    assert_eq!(contents(&db, "t"), model);
+}

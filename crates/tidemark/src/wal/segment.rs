@@ -224,12 +224,16 @@ impl Segments {
         }
     }
 
-    /// Waits for the background preparer, if one is running.
-    #[cfg(test)]
-    fn join_preparer(&self) {
-        if let Some(h) = self.preparer.lock().take() {
-            // As in `drop`: the thread returns nothing to report.
-            let _ = h.join();
+    /// Waits for the background preparer, if one was started and not yet
+    /// waited for; returns whether there was one.
+    fn join_preparer(&self) -> bool {
+        match self.preparer.lock().take() {
+            Some(h) => {
+                // As in `drop`: the thread returns nothing to report.
+                let _ = h.join();
+                true
+            }
+            None => false,
         }
     }
 
@@ -262,7 +266,19 @@ impl Segments {
             self.prepare_in_background(last + 1);
         }
         for i in missing {
-            self.inner.file(i).map_err(|e| match e {
+            let made = match self.inner.file(i) {
+                // The preparer may be filling this very segment under its
+                // temporary name, and hold the room a second copy would
+                // need: once it is done, the segment is there (or the room
+                // its copy took is free again).
+                Err(Error::Io(io))
+                    if crate::error::io_is_disk_full(&io) && self.join_preparer() =>
+                {
+                    self.inner.file(i)
+                }
+                r => r,
+            };
+            made.map_err(|e| match e {
                 Error::Io(io) if crate::error::io_is_disk_full(&io) => Error::DiskFull(format!(
                     "creating log segment {} of {} bytes failed ({io})",
                     file_name(i),
@@ -357,14 +373,25 @@ impl Inner {
         }
         let tmp = self.dir.join(prep_name(i));
         let f = self.fs.open(&tmp, true)?;
-        let zeros = vec![0u8; FILL_CHUNK];
-        let mut off = 0;
-        while off < self.size {
-            let n = (self.size - off).min(FILL_CHUNK as u64) as usize;
-            f.write_all_at(&zeros[..n], off)?;
-            off += n as u64;
+        let filled = (|| -> Result<()> {
+            let zeros = vec![0u8; FILL_CHUNK];
+            let mut off = 0;
+            while off < self.size {
+                let n = (self.size - off).min(FILL_CHUNK as u64) as usize;
+                f.write_all_at(&zeros[..n], off)?;
+                off += n as u64;
+            }
+            f.sync_data()?;
+            Ok(())
+        })();
+        if let Err(e) = filled {
+            // A fill cut short (a full disk, most likely) gives its room
+            // back at once, not at the next open. Best effort: the error
+            // reported is the fill's.
+            drop(f);
+            let _ = self.fs.remove(&tmp);
+            return Err(e);
         }
-        f.sync_data()?;
         let layout = self.layout.lock();
         // Checked again under `layout`: the writer may have created the
         // segment meanwhile, and a checkpoint may have recycled it away.
