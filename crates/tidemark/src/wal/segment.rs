@@ -333,7 +333,9 @@ impl Inner {
 
     /// The file of segment `i`; if missing, created at once: preallocated
     /// at its full length and synced with its directory entry, no data
-    /// written (the commit path never waits for a zero fill).
+    /// written (the commit path never waits for a zero fill). A creation
+    /// that fails (a full disk, most likely) removes what it made, so that
+    /// no short file keeps the room it took.
     fn file(&self, i: u64) -> Result<Arc<dyn FileIo>> {
         if let Some(f) = self.files.lock().get(&i) {
             return Ok(f.clone());
@@ -342,15 +344,29 @@ impl Inner {
         if let Some(f) = self.files.lock().get(&i) {
             return Ok(f.clone());
         }
-        let f = self.fs.open(&self.dir.join(file_name(i)), true)?;
-        f.preallocate(self.size)?;
-        // `preallocate` may leave the length short, and a short segment is
-        // taken at open for one whose creation never finished.
-        if f.len()? < self.size {
-            f.set_len(self.size)?;
+        // Under `layout`, a segment file not in `files` is no one's: the
+        // preparer renames into place and recycling renames under it too.
+        let path = self.dir.join(file_name(i));
+        let f = self.fs.open(&path, true)?;
+        let made = (|| -> Result<()> {
+            f.preallocate(self.size)?;
+            // `preallocate` may leave the length short, and a short segment
+            // is taken at open for one whose creation never finished.
+            if f.len()? < self.size {
+                f.set_len(self.size)?;
+            }
+            f.sync_data()?;
+            self.fs.sync_dir(&self.dir)?;
+            Ok(())
+        })();
+        if let Err(e) = made {
+            // Best effort, as in `prepare`: the error reported is the
+            // creation's. A removal that does not reach the disk leaves a
+            // short file, which open takes for an unfinished creation.
+            drop(f);
+            let _ = self.fs.remove(&path);
+            return Err(e);
         }
-        f.sync_data()?;
-        self.fs.sync_dir(&self.dir)?;
         self.counters.created.fetch_add(1, Ordering::Relaxed);
         self.files.lock().insert(i, f.clone());
         Ok(f)

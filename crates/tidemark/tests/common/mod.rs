@@ -487,12 +487,15 @@ impl FileSystem for SimFs {
     }
 }
 
+/// The log segment size of [`small_builder`].
+pub const SMALL_SEGMENT: u64 = 64 << 10;
+
 /// A builder with a small cache, small log segments and no background
 /// checkpoints, so tests decide when checkpoints happen.
 pub fn small_builder() -> tidemark::Builder {
     tidemark::Builder::new()
         .cache_size((1 << 20) + (1 << 17))
-        .log_segment_size(64 << 10)
+        .log_segment_size(SMALL_SEGMENT)
         .checkpoint_interval(None)
 }
 
