@@ -80,6 +80,27 @@ fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> tidemark::Result<T> + Send) 
     py.detach(f).map_err(|e| to_py(py, e))
 }
 
+/// Runs `f` on the snapshot or transaction held in `slot`, with the GIL
+/// released; `InvalidOperation` with the message `gone` once it was
+/// released, committed or rolled back.
+fn with_open<G: Send, T: Send>(
+    shared: &Shared,
+    py: Python<'_>,
+    slot: &Mutex<Option<G>>,
+    gone: &str,
+    f: impl FnOnce(&mut G) -> tidemark::Result<T> + Send,
+) -> PyResult<T> {
+    shared.check(py)?;
+    py.detach(|| match &mut *slot.lock() {
+        Some(t) => f(t).map_err(Some),
+        None => Err(None),
+    })
+    .map_err(|e| match e {
+        Some(e) => to_py(py, e),
+        None => raise(py, "InvalidOperation", gone.into()),
+    })
+}
+
 /// One open database, shared by every handle made from it: after
 /// `close`, all of them refuse to work.
 struct Shared {
@@ -693,16 +714,13 @@ impl Snapshot {
         py: Python<'_>,
         f: impl FnOnce(&tidemark::ReadTxn) -> tidemark::Result<T> + Send,
     ) -> PyResult<T> {
-        self.shared.check(py)?;
-        let txn = &self.txn;
-        py.detach(|| match &*txn.lock() {
-            Some(t) => f(t).map_err(Some),
-            None => Err(None),
-        })
-        .map_err(|e| match e {
-            Some(e) => to_py(py, e),
-            None => raise(py, "InvalidOperation", "the snapshot was released".into()),
-        })
+        with_open(
+            &self.shared,
+            py,
+            &self.txn,
+            "the snapshot was released",
+            |t| f(t),
+        )
     }
 }
 
@@ -810,6 +828,9 @@ impl SnapshotCollection {
     }
 }
 
+/// What a transaction used after its commit or rollback raises.
+const ENDED: &str = "the transaction has ended";
+
 /// A write transaction.
 #[pyclass(frozen, module = "tidemark._tidemark")]
 struct Transaction {
@@ -823,16 +844,7 @@ impl Transaction {
         py: Python<'_>,
         f: impl FnOnce(&mut tidemark::WriteTxn) -> tidemark::Result<T> + Send,
     ) -> PyResult<T> {
-        self.shared.check(py)?;
-        let txn = &self.txn;
-        py.detach(|| match &mut *txn.lock() {
-            Some(t) => f(t).map_err(Some),
-            None => Err(None),
-        })
-        .map_err(|e| match e {
-            Some(e) => to_py(py, e),
-            None => raise(py, "InvalidOperation", "the transaction has ended".into()),
-        })
+        with_open(&self.shared, py, &self.txn, ENDED, f)
     }
 }
 
@@ -883,11 +895,7 @@ impl Transaction {
         self.shared.check(py)?;
         let d = self.shared.durability(py, durability)?;
         let Some(t) = self.txn.lock().take() else {
-            return Err(raise(
-                py,
-                "InvalidOperation",
-                "the transaction has ended".into(),
-            ));
+            return Err(raise(py, "InvalidOperation", ENDED.into()));
         };
         run(py, move || t.commit_with(d))
     }

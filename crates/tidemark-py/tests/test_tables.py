@@ -246,8 +246,14 @@ def test_transaction_commit_rollback_and_conflict(db):
         t2.commit()
     assert kv.get(b"x") == b"one"
     assert issubclass(tidemark.ConflictError, tidemark.OperationFailure)
-    with pytest.raises(tidemark.InvalidOperation):
+    with pytest.raises(tidemark.InvalidOperation, match="transaction has ended"):
         t2.commit()
+    # Every call on an ended transaction says so, reads and writes alike.
+    with pytest.raises(tidemark.InvalidOperation, match="transaction has ended"):
+        t1.put("kv", b"x", b"late")
+    with pytest.raises(tidemark.InvalidOperation, match="transaction has ended"):
+        t1.get("kv", b"x")
+    assert kv.get(b"x") == b"one"
     # ConflictError from the with block, nothing applied.
     with pytest.raises(tidemark.ConflictError):
         with db.transaction() as t:
@@ -277,7 +283,7 @@ def test_snapshot_is_one_consistent_view(db):
             s.get_collection("later")
         assert s.is_valid()
     assert kv.get(b"x") == b"2"
-    with pytest.raises(tidemark.InvalidOperation):
+    with pytest.raises(tidemark.InvalidOperation, match="snapshot was released"):
         s.get("kv", b"x")
 
 
