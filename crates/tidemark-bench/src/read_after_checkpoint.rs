@@ -1,6 +1,15 @@
 //! Pathology 5 (seed 004): after a durability flush, readers must not take
 //! page faults or slow down. Reads go through the buffer pool (pread),
 //! never mmap, so a checkpoint unmaps nothing.
+//!
+//! Each round reads for a while, dirties a tenth of the keys, checkpoints,
+//! and reads again right after. The throughput target's figure is the
+//! median of the rounds' own ratios (after / before, seconds apart). On
+//! these shared machines the host's speed can change for ten seconds or
+//! more at a time; a change between two rounds then moves both windows of
+//! a round alike, where a ratio of the medians of all "before" and all
+//! "after" windows could set a fast "before" against a slow "after". The
+//! ratio of the medians is printed beside it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -98,6 +107,13 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         fa.push(f);
     }
     let m = |v: &mut Vec<f64>| report::median(v);
+    let ratios: Vec<f64> = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| a / b.max(1.0))
+        .collect();
+    let rounds_before = before.clone();
+    let paired = m(&mut ratios.clone());
     let (b, af, fbm, fam) = (m(&mut before), m(&mut after), m(&mut fb), m(&mut fa));
     if !a.json {
         println!(
@@ -115,13 +131,30 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         );
         println!("{:>22} {:>14.0} {:>22.4}", "before checkpoint", b, fbm);
         println!("{:>22} {:>14.0} {:>22.4}", "right after", af, fam);
+        println!(
+            "{:>8} {:>16} {:>16} {:>14}",
+            "round", "before reads/s", "after reads/s", "after/before"
+        );
+        for (i, ((b, a), r)) in rounds_before.iter().zip(&after).zip(&ratios).enumerate() {
+            println!("{:>8} {:>16.0} {:>16.0} {:>14.3}", i + 1, b, a, r);
+        }
+        println!(
+            "after / before from the medians above: {:.3}",
+            af / b.max(1.0)
+        );
     }
     let targets = [
         Target::below("minor faults per 1,000 reads after checkpoint", fam, 1.0),
-        Target::at_least("read throughput after / before", af / b.max(1.0), 0.95),
+        Target::at_least(
+            "read throughput after / before, paired median",
+            paired,
+            0.95,
+        ),
     ];
     let figures = json!({"keys": keys, "cache_mb": cache_mb, "threads": a.threads, "rounds": rounds,
         "reads_per_s_before": b, "reads_per_s_after": af, "faults_per_1k_before": fbm, "faults_per_1k_after": fam,
+        "rounds_reads_per_s_before": rounds_before, "rounds_reads_per_s_after": after,
+        "after_before_paired_median": paired, "after_before_of_medians": af / b.max(1.0),
         "checkpoint_ms": m(&mut ck), "quick": a.quick});
     drop(t);
     db.close()?;
