@@ -70,6 +70,90 @@ fn run_one(dir: &std::path::Path, workload: &str, extra: &[&str]) -> BoxResult<V
     }
 }
 
+/// A rate in thousands, one decimal: `134.7k`.
+fn thousands(x: f64) -> String {
+    format!("{:.1}k", x / 1000.0)
+}
+
+/// The figures behind a workload's targets, in one or two lines, so that a
+/// miss in the verdict table can be read without running the workload
+/// again: the seconds of `cache-pressure`, the writer's tail around a
+/// checkpoint, each paired round of `wal-scaling`, each round of
+/// `read-after-checkpoint`. `None` for a workload whose targets say it all
+/// (or whose JSON lacks the figures).
+fn detail(workload: &str, f: &Value) -> Option<Vec<String>> {
+    let num = |v: &Value| v.as_f64();
+    let pairs = |v: &Value, a: &str, b: &str| -> Option<String> {
+        let rounds = v.as_array()?;
+        let parts: Option<Vec<String>> = rounds
+            .iter()
+            .map(|r| {
+                Some(format!(
+                    "{}/{}",
+                    thousands(num(&r[a])?),
+                    thousands(num(&r[b])?)
+                ))
+            })
+            .collect();
+        Some(parts?.join(", "))
+    };
+    match workload {
+        "cache-pressure" => {
+            let windows: Vec<f64> = f["windows"].as_array()?.iter().filter_map(num).collect();
+            let (slowest, at) = windows
+                .iter()
+                .enumerate()
+                .min_by(|x, y| x.1.total_cmp(y.1))
+                .map(|(i, w)| (*w, i + 1))?;
+            Some(vec![format!(
+                "inserts/s {}; 1-s windows: median {}, slowest {} (second {at} of {})",
+                thousands(num(&f["ops_per_s"])?),
+                thousands(num(&f["median_window"])?),
+                thousands(slowest),
+                windows.len()
+            )])
+        }
+        "checkpoint" => {
+            let w = &f["writer"];
+            Some(vec![format!(
+                "writer p99 {:.1} us alone, {:.1} us beside a checkpoint of {:.0} ms",
+                num(&w["baseline_p99_us"])?,
+                num(&w["during_p99_us"])?,
+                num(&w["checkpoint_ms"])?
+            )])
+        }
+        "wal-scaling" => {
+            let mut lines = Vec::new();
+            for (mode, name) in [("write", "write"), ("fsync", "fsync")] {
+                let p = &f[format!("{mode}_paired_rounds")];
+                if let (Some(n), Some(r)) = (
+                    p["threads"].as_u64(),
+                    pairs(&p["rounds"], "commits_per_s", "commits_per_s_64"),
+                ) {
+                    lines.push(format!(
+                        "{name} paired rounds, commits/s at {n} / 64 threads: {r}"
+                    ));
+                }
+            }
+            (!lines.is_empty()).then_some(lines)
+        }
+        "read-after-checkpoint" => {
+            let before = f["rounds_reads_per_s_before"].as_array()?;
+            let after = f["rounds_reads_per_s_after"].as_array()?;
+            let parts: Option<Vec<String>> = before
+                .iter()
+                .zip(after)
+                .map(|(b, a)| Some(format!("{}/{}", thousands(num(b)?), thousands(num(a)?))))
+                .collect();
+            Some(vec![format!(
+                "rounds, reads/s before / right after a checkpoint: {}",
+                parts?.join(", ")
+            )])
+        }
+        _ => None,
+    }
+}
+
 pub fn run(a: &Args) -> BoxResult<bool> {
     let t0 = Instant::now();
     let mut outcomes = Vec::new();
@@ -159,6 +243,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 "{p}  (host steal {})",
                 steal.map_or("unknown".into(), |s| format!("{s:.2} % of CPU time"))
             );
+            if let Some(o) = outcomes.iter().find(|o| o.pathology == *p) {
+                for line in detail(o.workload, &o.figures).unwrap_or_default() {
+                    println!("  {line}");
+                }
+            }
             println!(
                 "  {:<60} {:>10} {:>18}  holds",
                 "target", "measured", "target"
@@ -180,4 +269,55 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         targets.len()
     );
     Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_name_the_slowest_second_and_every_round() {
+        let cp = json!({"ops_per_s": 150_000.0, "median_window": 152_000.0,
+            "windows": [160_000.0, 99_000.0, 152_000.0]});
+        assert_eq!(
+            detail("cache-pressure", &cp).unwrap(),
+            ["inserts/s 150.0k; 1-s windows: median 152.0k, slowest 99.0k (second 2 of 3)"]
+        );
+        let ws = json!({
+            "write_paired_rounds": {"threads": 4, "rounds": [
+                {"commits_per_s": 125_600.0, "commits_per_s_64": 110_700.0}]},
+            "fsync_paired_rounds": {"threads": 1, "rounds": [
+                {"commits_per_s": 7_537.0, "commits_per_s_64": 134_691.0},
+                {"commits_per_s": 8_891.0, "commits_per_s_64": 136_947.0}]}});
+        assert_eq!(
+            detail("wal-scaling", &ws).unwrap(),
+            [
+                "write paired rounds, commits/s at 4 / 64 threads: 125.6k/110.7k",
+                "fsync paired rounds, commits/s at 1 / 64 threads: 7.5k/134.7k, 8.9k/136.9k"
+            ]
+        );
+        let rc = json!({"rounds_reads_per_s_before": [1_300_000.0, 1_200_000.0],
+            "rounds_reads_per_s_after": [1_250_000.0, 1_310_000.0]});
+        assert_eq!(
+            detail("read-after-checkpoint", &rc).unwrap(),
+            ["rounds, reads/s before / right after a checkpoint: 1300.0k/1250.0k, 1200.0k/1310.0k"]
+        );
+        let ck = json!({"writer": {"baseline_p99_us": 12.04, "during_p99_us": 30.0, "checkpoint_ms": 786.4}});
+        assert_eq!(
+            detail("checkpoint", &ck).unwrap(),
+            ["writer p99 12.0 us alone, 30.0 us beside a checkpoint of 786 ms"]
+        );
+    }
+
+    #[test]
+    fn a_workload_without_its_figures_gets_no_detail() {
+        assert!(detail("capped", &json!({})).is_none());
+        assert!(detail("cache-pressure", &json!({"windows": []})).is_none());
+        assert!(detail("wal-scaling", &json!({})).is_none());
+        assert!(detail(
+            "read-after-checkpoint",
+            &json!({"rounds_reads_per_s_before": [1.0]})
+        )
+        .is_none());
+    }
 }
