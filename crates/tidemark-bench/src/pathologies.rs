@@ -83,17 +83,11 @@ fn thousands(x: f64) -> String {
 /// (or whose JSON lacks the figures).
 fn detail(workload: &str, f: &Value) -> Option<Vec<String>> {
     let num = |v: &Value| v.as_f64();
-    let pairs = |v: &Value, a: &str, b: &str| -> Option<String> {
-        let rounds = v.as_array()?;
-        let parts: Option<Vec<String>> = rounds
-            .iter()
-            .map(|r| {
-                Some(format!(
-                    "{}/{}",
-                    thousands(num(&r[a])?),
-                    thousands(num(&r[b])?)
-                ))
-            })
+    // `a/b, a/b, ...` in thousands; `None` if any figure is missing.
+    let slashed = |pairs: Vec<(&Value, &Value)>| -> Option<String> {
+        let parts: Option<Vec<String>> = pairs
+            .into_iter()
+            .map(|(a, b)| Some(format!("{}/{}", thousands(num(a)?), thousands(num(b)?))))
             .collect();
         Some(parts?.join(", "))
     };
@@ -124,14 +118,16 @@ fn detail(workload: &str, f: &Value) -> Option<Vec<String>> {
         }
         "wal-scaling" => {
             let mut lines = Vec::new();
-            for (mode, name) in [("write", "write"), ("fsync", "fsync")] {
+            for mode in ["write", "fsync"] {
                 let p = &f[format!("{mode}_paired_rounds")];
-                if let (Some(n), Some(r)) = (
-                    p["threads"].as_u64(),
-                    pairs(&p["rounds"], "commits_per_s", "commits_per_s_64"),
-                ) {
+                let rounds = p["rounds"].as_array().map(|rs| {
+                    rs.iter()
+                        .map(|r| (&r["commits_per_s"], &r["commits_per_s_64"]))
+                        .collect()
+                });
+                if let (Some(n), Some(r)) = (p["threads"].as_u64(), rounds.and_then(slashed)) {
                     lines.push(format!(
-                        "{name} paired rounds, commits/s at {n} / 64 threads: {r}"
+                        "{mode} paired rounds, commits/s at {n} / 64 threads: {r}"
                     ));
                 }
             }
@@ -140,14 +136,9 @@ fn detail(workload: &str, f: &Value) -> Option<Vec<String>> {
         "read-after-checkpoint" => {
             let before = f["rounds_reads_per_s_before"].as_array()?;
             let after = f["rounds_reads_per_s_after"].as_array()?;
-            let parts: Option<Vec<String>> = before
-                .iter()
-                .zip(after)
-                .map(|(b, a)| Some(format!("{}/{}", thousands(num(b)?), thousands(num(a)?))))
-                .collect();
             Some(vec![format!(
                 "rounds, reads/s before / right after a checkpoint: {}",
-                parts?.join(", ")
+                slashed(before.iter().zip(after).collect())?
             )])
         }
         _ => None,

@@ -112,10 +112,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         .zip(&after)
         .map(|(b, a)| a / b.max(1.0))
         .collect();
-    // In round order: the medians below sort their vectors in place.
-    let (rounds_before, rounds_after) = (before.clone(), after.clone());
+    // `median` sorts what it is given: the rounds stay in order for the
+    // table and the JSON below, so it gets copies of them.
     let paired = m(&mut ratios.clone());
-    let (b, af, fbm, fam) = (m(&mut before), m(&mut after), m(&mut fb), m(&mut fa));
+    let (b, af) = (m(&mut before.clone()), m(&mut after.clone()));
+    let of_medians = af / b.max(1.0);
+    let (fbm, fam) = (m(&mut fb), m(&mut fa));
     if !a.json {
         println!(
             "{} keys ({} MB cache), {} reader threads, {} rounds of {:?}, checkpoint {:.0} ms",
@@ -136,18 +138,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "{:>8} {:>16} {:>16} {:>14}",
             "round", "before reads/s", "after reads/s", "after/before"
         );
-        for (i, ((b, a), r)) in rounds_before
-            .iter()
-            .zip(&rounds_after)
-            .zip(&ratios)
-            .enumerate()
-        {
+        for (i, ((b, a), r)) in before.iter().zip(&after).zip(&ratios).enumerate() {
             println!("{:>8} {:>16.0} {:>16.0} {:>14.3}", i + 1, b, a, r);
         }
-        println!(
-            "after / before from the medians above: {:.3}",
-            af / b.max(1.0)
-        );
+        println!("after / before from the medians above: {of_medians:.3}");
     }
     let targets = [
         Target::below("minor faults per 1,000 reads after checkpoint", fam, 1.0),
@@ -159,8 +153,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     ];
     let figures = json!({"keys": keys, "cache_mb": cache_mb, "threads": a.threads, "rounds": rounds,
         "reads_per_s_before": b, "reads_per_s_after": af, "faults_per_1k_before": fbm, "faults_per_1k_after": fam,
-        "rounds_reads_per_s_before": rounds_before, "rounds_reads_per_s_after": rounds_after,
-        "after_before_paired_median": paired, "after_before_of_medians": af / b.max(1.0),
+        "rounds_reads_per_s_before": before, "rounds_reads_per_s_after": after,
+        "after_before_paired_median": paired, "after_before_of_medians": of_medians,
         "checkpoint_ms": m(&mut ck), "quick": a.quick});
     drop(t);
     db.close()?;
