@@ -817,7 +817,13 @@ impl SnapshotCollection {
             id_bound(py, hi, hi_inclusive)?,
         );
         let c = &self.c;
-        let cur = run(py, || c.find_range(lo.as_ref(), hi.as_ref(), reverse))?;
+        let cur = run(py, || {
+            if reverse {
+                c.find_range_reverse(lo.as_ref(), hi.as_ref())
+            } else {
+                c.find_range(lo.as_ref(), hi.as_ref())
+            }
+        })?;
         Ok(DocCursor::new(&self.shared, cur))
     }
 

@@ -419,7 +419,14 @@ fn a_snapshot_sees_collections_as_they_were() {
         snap_ids(su.find_range(
             Bound::Included(&Bson::Int32(48)),
             Bound::Excluded(&Bson::Int32(52)),
-            true
+        ))
+        .unwrap(),
+        (48..52i64).map(Bson::Int64).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        snap_ids(su.find_range_reverse(
+            Bound::Included(&Bson::Int32(48)),
+            Bound::Excluded(&Bson::Int32(52)),
         ))
         .unwrap(),
         (48..52i64).rev().map(Bson::Int64).collect::<Vec<_>>()

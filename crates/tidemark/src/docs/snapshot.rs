@@ -191,9 +191,18 @@ impl SnapshotCollection {
         }
     }
 
-    /// Documents with `_id` in the range as of the snapshot, in `_id` order
-    /// (`reverse`: descending).
-    pub fn find_range(&self, lo: Bound<&Bson>, hi: Bound<&Bson>, reverse: bool) -> Result<Cursor> {
+    /// Documents with `_id` in the range as of the snapshot, in `_id` order.
+    pub fn find_range(&self, lo: Bound<&Bson>, hi: Bound<&Bson>) -> Result<Cursor> {
+        self.by_id(lo, hi, false)
+    }
+
+    /// Documents with `_id` in the range as of the snapshot, in descending
+    /// `_id` order.
+    pub fn find_range_reverse(&self, lo: Bound<&Bson>, hi: Bound<&Bson>) -> Result<Cursor> {
+        self.by_id(lo, hi, true)
+    }
+
+    fn by_id(&self, lo: Bound<&Bson>, hi: Bound<&Bson>, reverse: bool) -> Result<Cursor> {
         let range = super::encode_range(lo, hi)?;
         let index = self.snap.table(&index_table(self.coll.name()))?;
         let r = index.range_in(range, Some(self.snap.clone()));
