@@ -658,6 +658,13 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     }
     let mut all: Vec<Value> = Vec::new();
     let mut failures = Vec::new();
+    // Every engine's `Fsync` rate follows the disk's flush: time it
+    // before and after their runs, as `wal-scaling` does.
+    let probe = |on: bool| -> BoxResult<Option<(f64, f64)>> {
+        on.then(|| crate::wal_scaling::flush_probe(&a.dir))
+            .transpose()
+    };
+    let flush_before = probe(a.workload == Workload::WalScaling)?;
     for r in 0..a.rounds {
         for i in 0..engines_run.len() {
             let e = &engines_run[(i + r) % engines_run.len()];
@@ -669,6 +676,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             }
         }
     }
+    let flush_after = probe(a.workload == Workload::WalScaling)?;
     let headline = |v: &Value| -> f64 {
         match a.workload {
             Workload::CachePressure => f(v, "ops_per_sec"),
@@ -929,10 +937,15 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             }
         }
     }
-    let figures = json!({
+    let mut figures = json!({
         "workload_detail": a.workload.name(), "rounds": a.rounds, "engines": results, "all_runs": all,
         "memory_limit_mb": a.memory_limit_mb, "failures": failures,
     });
+    if let Some(v) =
+        crate::wal_scaling::flush_report(flush_before, flush_after, "the engines' runs", human)
+    {
+        figures["flush_probe"] = v;
+    }
     if human {
         if let Some(mb) = a.memory_limit_mb {
             println!(

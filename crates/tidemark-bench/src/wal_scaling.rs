@@ -396,7 +396,7 @@ const PROBE_SYNCS: usize = 300;
 /// 4 KiB block of a file in `dir`, each written with `pwrite` and made
 /// durable with `fdatasync` (the block is allocated and synced first, so
 /// no flush carries a metadata change).
-fn flush_probe(dir: &std::path::Path) -> BoxResult<(f64, f64)> {
+pub(crate) fn flush_probe(dir: &std::path::Path) -> BoxResult<(f64, f64)> {
     use std::os::unix::fs::FileExt;
     let tmp = tempfile::Builder::new()
         .prefix("tidemark-flush-probe-")
@@ -415,6 +415,28 @@ fn flush_probe(dir: &std::path::Path) -> BoxResult<(f64, f64)> {
     let median = report::median(&mut us.clone());
     us.sort_by(f64::total_cmp);
     Ok((median, us[us.len() * 9 / 10]))
+}
+
+/// The flush measured before and after some runs ([`flush_probe`]): its
+/// line, printed when `human`, and its JSON object; `None` without both.
+pub(crate) fn flush_report(
+    before: Option<(f64, f64)>,
+    after: Option<(f64, f64)>,
+    runs: &str,
+    human: bool,
+) -> Option<serde_json::Value> {
+    let ((b50, b90), (a50, a90)) = (before?, after?);
+    if human {
+        println!(
+            "the disk's flush, 4 KiB overwrite + fdatasync, median (p90) of {PROBE_SYNCS}: \
+             {b50:.0} us ({b90:.0}) before {runs}, {a50:.0} us ({a90:.0}) after"
+        );
+    }
+    Some(json!({
+        "syncs": PROBE_SYNCS,
+        "before_median_us": b50, "before_p90_us": b90,
+        "after_median_us": a50, "after_p90_us": a90,
+    }))
 }
 
 fn curve_json(c: &[Point]) -> serde_json::Value {
@@ -549,18 +571,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             }
             println!("64/{few_threads} from the sweep above: {sweep:.3}");
         }
-        if let (Some((b50, b90)), Some((a50, a90))) = (probe_before, probe_after) {
-            if !a.json {
-                println!(
-                    "the disk's flush, 4 KiB overwrite + fdatasync, median (p90) of {PROBE_SYNCS}: \
-                     {b50:.0} us ({b90:.0}) before these runs, {a50:.0} us ({a90:.0}) after"
-                );
-            }
-            figures["flush_probe"] = json!({
-                "syncs": PROBE_SYNCS,
-                "before_median_us": b50, "before_p90_us": b90,
-                "after_median_us": a50, "after_p90_us": a90,
-            });
+        if let Some(v) = flush_report(probe_before, probe_after, "these runs", !a.json) {
+            figures["flush_probe"] = v;
         }
         targets.push(Target::at_least(target_name, r, bound));
         figures[sweep_key] = json!(sweep);
@@ -601,4 +613,29 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         figures,
         &targets,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flush_is_reported_only_when_measured_before_and_after() {
+        assert!(flush_report(Some((80.0, 90.0)), None, "r", false).is_none());
+        assert!(flush_report(None, Some((80.0, 90.0)), "r", false).is_none());
+        let v = flush_report(Some((80.0, 90.0)), Some((70.0, 75.0)), "r", false).unwrap();
+        assert_eq!(v["syncs"], PROBE_SYNCS);
+        assert_eq!(v["before_median_us"], 80.0);
+        assert_eq!(v["after_p90_us"], 75.0);
+    }
+
+    #[test]
+    fn the_flush_probe_times_every_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let (median, p90) = flush_probe(dir.path()).unwrap();
+        assert!(median > 0.0 && median.is_finite());
+        assert!(p90 >= median);
+        // The probe's file is gone with it.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 }
