@@ -169,6 +169,18 @@ fn id_bound(py: Python<'_>, raw: Option<&[u8]>, inclusive: bool) -> PyResult<Edg
     })
 }
 
+/// `find_range` or `find_range_reverse` of a live or snapshot collection
+/// (the two types have the same pair of methods, and no trait joins them).
+macro_rules! by_id {
+    ($c:expr, $lo:expr, $hi:expr, $reverse:expr) => {
+        if $reverse {
+            $c.find_range_reverse($lo, $hi)
+        } else {
+            $c.find_range($lo, $hi)
+        }
+    };
+}
+
 /// An open database (`tidemark._tidemark.Database`).
 #[pyclass(frozen, module = "tidemark._tidemark")]
 struct Database {
@@ -817,13 +829,7 @@ impl SnapshotCollection {
             id_bound(py, hi, hi_inclusive)?,
         );
         let c = &self.c;
-        let cur = run(py, || {
-            if reverse {
-                c.find_range_reverse(lo.as_ref(), hi.as_ref())
-            } else {
-                c.find_range(lo.as_ref(), hi.as_ref())
-            }
-        })?;
+        let cur = run(py, || by_id!(c, lo.as_ref(), hi.as_ref(), reverse))?;
         Ok(DocCursor::new(&self.shared, cur))
     }
 
@@ -1023,13 +1029,7 @@ impl Collection {
             id_bound(py, hi, hi_inclusive)?,
         );
         let c = &self.c;
-        let cur = run(py, || {
-            if reverse {
-                c.find_range_reverse(lo.as_ref(), hi.as_ref())
-            } else {
-                c.find_range(lo.as_ref(), hi.as_ref())
-            }
-        })?;
+        let cur = run(py, || by_id!(c, lo.as_ref(), hi.as_ref(), reverse))?;
         Ok(DocCursor::new(&self.shared, cur))
     }
 
