@@ -22,6 +22,9 @@ pub struct Args {
     pub checkpoint_secs: u64,
     pub stats_log: Option<std::path::PathBuf>,
     pub page_size: usize,
+    /// Sample where the host has put the CPUs while the load runs
+    /// ([`crate::placement`]).
+    pub placement_probe: bool,
 }
 
 const KEY_LEN: usize = 16;
@@ -93,6 +96,15 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     };
     let ticks_at_start = report::cpu_ticks();
     let start = Instant::now();
+    let probe = if a.placement_probe {
+        let p = crate::placement::start(start);
+        if p.is_none() && !a.json {
+            eprintln!("placement probe: needs two CPUs that threads can be pinned to; not run");
+        }
+        p
+    } else {
+        None
+    };
     let workers: Vec<_> = (0..a.threads)
         .map(|w| {
             let (t, done, claimed) = (t.clone(), done.clone(), claimed.clone());
@@ -136,6 +148,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         .map(|&ns| (ns as f64 / 1e4).round() / 100.0)
         .collect();
     let elapsed = start.elapsed();
+    let placement_samples = probe.map(crate::placement::Probe::finish);
     stop.store(true, Ordering::Relaxed);
     let (windows, steal) = sampler.join().map_err(|_| msg("sampler panicked"))?;
     let s = db.stats();
@@ -161,6 +174,15 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         .map(|p| p.map(|p| (p * 10.0).round() / 10.0))
         .collect();
     let run_steal = report::steal_pct(ticks_at_start, report::cpu_ticks());
+    let placement = placement_samples.map(|samples| {
+        let rtt = crate::placement::per_second(&samples, full.len());
+        let far = crate::placement::far(&rtt);
+        let mut split = crate::placement::split(&full, &far, med);
+        split["rtt_ns_by_second"] =
+            json!(rtt.iter().map(|r| r.map(|x| x.round())).collect::<Vec<_>>());
+        split["far_by_second"] = json!(far);
+        (rtt, split)
+    });
     if !a.json {
         println!(
             "per-second inserts: {}",
@@ -185,6 +207,42 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
+        if let Some((rtt, split)) = &placement {
+            println!(
+                "per-second CPU 0-1 round trip ns: {}",
+                rtt.iter()
+                    .map(|r| r.map_or("-".into(), |x| format!("{x:.0}")))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            let f = |k: &str| split[k].as_f64().map_or("-".into(), |x| format!("{x:.0}"));
+            let r = |k: &str| split[k].as_f64().map_or("-".into(), |x| format!("{x:.3}"));
+            println!(
+                "{:<36} {:>14}",
+                "seconds with the CPUs near / far",
+                format!("{}/{}", split["near_seconds"], split["far_seconds"])
+            );
+            println!(
+                "{:<36} {:>14}",
+                "near: median / min window ops/s",
+                format!("{}/{}", f("near_median_window"), f("near_min_window"))
+            );
+            println!(
+                "{:<36} {:>14}",
+                "far: median / min window ops/s",
+                format!("{}/{}", f("far_median_window"), f("far_min_window"))
+            );
+            println!(
+                "{:<36} {:>14}",
+                "min near window / median",
+                r("near_min_over_median")
+            );
+            println!(
+                "{:<36} {:>14}",
+                "far median / near median",
+                r("far_median_over_near_median")
+            );
+        }
         println!("{:<36} {:>14}", "page size bytes", s.page_size);
         println!("{:<36} {:>14}", "inserts", per_thread * a.threads);
         println!("{:<36} {:>14.1}", "elapsed s", elapsed.as_secs_f64());
@@ -253,6 +311,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "bytes_written_per_user_byte": amp, "checkpoints": s.checkpoints, "quick": a.quick,
         "steal_pct": run_steal, "steal_pct_by_second": steal,
     });
+    let mut figures = figures;
+    if let Some((_, split)) = placement {
+        figures["placement"] = split;
+    }
     drop(t);
     db.close()?;
     Ok(report::finish(

@@ -13,6 +13,7 @@ mod fill;
 mod import_export;
 mod memcg;
 mod pathologies;
+mod placement;
 mod plots;
 mod read_after_checkpoint;
 mod report;
@@ -77,6 +78,12 @@ enum Cmd {
         /// Page size of the database, in bytes (4096, 8192, 16384 or 32768).
         #[arg(long, default_value_t = tidemark::DEFAULT_PAGE_SIZE)]
         page_size: usize,
+        /// Time a cache line's round trip between CPUs 0 and 1 four times a
+        /// second while the load runs, and split the per-second rates by
+        /// where the host had put the CPUs (near or far apart). Off by
+        /// default: it spins both CPUs briefly at each sample.
+        #[arg(long)]
+        placement_probe: bool,
     },
     /// Idle checkpoint time vs cache size; writer latency during a checkpoint (pathology 3).
     Checkpoint,
@@ -328,10 +335,12 @@ fn main() -> ExitCode {
             checkpoint_secs,
             stats_log,
             page_size,
+            placement_probe,
         } => cache_pressure::run(&cache_pressure::Args {
             checkpoint_secs,
             stats_log,
             page_size,
+            placement_probe,
             quick: cli.quick,
             json: cli.json,
             dir: cli.dir,
