@@ -19,6 +19,9 @@ pub struct Args {
     pub quick: bool,
     pub json: bool,
     pub dir: std::path::PathBuf,
+    /// Sample where the host has put the CPUs through the writer's rounds
+    /// ([`crate::placement`]).
+    pub placement_probe: bool,
 }
 
 const VALUE_LEN: usize = 4000;
@@ -123,6 +126,20 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
     let mut steal_during = report::Steal::default();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
     let small = vec![0x11u8; VALUE_LEN];
+    // Each round's baseline and checkpoint windows, as seconds since
+    // `probe_start`, for the placement probe.
+    let probe_start = Instant::now();
+    let probe = if a.placement_probe {
+        let p = crate::placement::start(probe_start);
+        if p.is_none() && !a.json {
+            eprintln!("placement probe: needs two CPUs that threads can be pinned to; not run");
+        }
+        p
+    } else {
+        None
+    };
+    let at = || probe_start.elapsed().as_secs_f64();
+    let mut windows: Vec<[(f64, f64); 2]> = Vec::new();
     for _ in 0..rounds {
         // Dirty most of the cached pages.
         for i in (0..n).step_by(2) {
@@ -133,6 +150,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
         let ck0 = db.stats().checkpoints;
         let ticks = report::cpu_ticks();
         let mut lat = Vec::new();
+        let base_from = at();
         let t_end = Instant::now() + Duration::from_millis(if a.quick { 1500 } else { 3000 });
         while Instant::now() < t_end {
             let k = rng.gen_range(0..n);
@@ -140,12 +158,14 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
             t.put(format!("{k:016}"), &small)?;
             lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
         }
+        let base_window = (base_from, at());
         steal_base.add(ticks, report::cpu_ticks());
         base_p50.push(report::percentile(&mut lat, 50.0));
         base_p99.push(report::percentile(&mut lat, 99.0));
         baseline_checkpoints += db.stats().checkpoints - ck0;
         // During a checkpoint.
         let ticks = report::cpu_ticks();
+        let during_from = at();
         let running = Arc::new(AtomicBool::new(true));
         let ck = {
             let (db, running) = (db.clone(), running.clone());
@@ -163,14 +183,33 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
             t.put(format!("{k:016}"), &small)?;
             lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
         }
+        windows.push([base_window, (during_from, at())]);
         steal_during.add(ticks, report::cpu_ticks());
         let took = ck.join().map_err(|_| msg("checkpoint thread panicked"))??;
         ckpt_ms.push(took.as_secs_f64() * 1000.0);
         during_p50.push(report::percentile(&mut lat, 50.0));
         during_p99.push(report::percentile(&mut lat, 99.0));
     }
+    // Each round's p99s beside its windows' shares of far samples.
+    let placement = probe.map(|p| {
+        let samples = p.finish();
+        let rows: Vec<_> = windows
+            .iter()
+            .enumerate()
+            .map(|(i, [b, d])| {
+                json!({
+                    "baseline_p99_us": base_p99[i], "during_p99_us": during_p99[i],
+                    "p99_ratio": during_p99[i] / base_p99[i].max(0.001),
+                    "baseline_far_share": crate::placement::far_share(&samples, b.0, b.1),
+                    "during_far_share": crate::placement::far_share(&samples, d.0, d.1),
+                })
+            })
+            .collect();
+        json!({ "rounds": rows, "samples": samples.len() })
+    });
     let m = |v: &mut Vec<f64>| report::median(v);
     Ok(json!({
+        "placement": placement,
         "cache_mb": cache_mb, "rounds": rounds,
         "dirty_mb_at_checkpoint": m(&mut dirty_mb), "checkpoint_ms": m(&mut ckpt_ms),
         "baseline_p50_us": m(&mut base_p50), "baseline_p99_us": m(&mut base_p99),
@@ -245,6 +284,25 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             w["during_p99_us"].as_f64().unwrap_or(0.0),
             steal("during_steal_pct")
         );
+    }
+    if let (false, Some(rows)) = (a.json, w["placement"]["rounds"].as_array()) {
+        println!("writer p99 by round, beside the share of placement samples taken with the CPUs far apart:");
+        println!(
+            "{:>6} {:>14} {:>14} {:>8} {:>14} {:>14}",
+            "round", "baseline us", "during us", "ratio", "far, baseline", "far, during"
+        );
+        let share = |v: &serde_json::Value| v.as_f64().map_or("-".into(), |x| format!("{x:.2}"));
+        for (i, r) in rows.iter().enumerate() {
+            println!(
+                "{:>6} {:>14.1} {:>14.1} {:>8.3} {:>14} {:>14}",
+                i + 1,
+                r["baseline_p99_us"].as_f64().unwrap_or(0.0),
+                r["during_p99_us"].as_f64().unwrap_or(0.0),
+                r["p99_ratio"].as_f64().unwrap_or(0.0),
+                share(&r["baseline_far_share"]),
+                share(&r["during_far_share"])
+            );
+        }
     }
     let targets = [
         Target::below("idle checkpoint time, largest/smallest cache", ratio, 2.0),

@@ -86,7 +86,13 @@ enum Cmd {
         placement_probe: bool,
     },
     /// Idle checkpoint time vs cache size; writer latency during a checkpoint (pathology 3).
-    Checkpoint,
+    Checkpoint {
+        /// Sample where the host has put the CPUs (as `cache-pressure
+        /// --placement-probe`) through the writer's rounds, and print each
+        /// round's p99s beside the share of its samples taken far apart.
+        #[arg(long)]
+        placement_probe: bool,
+    },
     /// Page faults and read throughput right after a checkpoint (pathology 5).
     ReadAfterCheckpoint {
         #[arg(long, default_value_t = 2)]
@@ -366,10 +372,11 @@ fn main() -> ExitCode {
             laps: laps.unwrap_or(if cli.quick { 2 } else { 10 }),
             size_test_mb: size_test_mb.unwrap_or(if cli.quick { 16 } else { ring_mb }),
         }),
-        Cmd::Checkpoint => checkpoint::run(&checkpoint::Args {
+        Cmd::Checkpoint { placement_probe } => checkpoint::run(&checkpoint::Args {
             quick: cli.quick,
             json: cli.json,
             dir: cli.dir,
+            placement_probe,
         }),
         Cmd::ReadAfterCheckpoint { threads } => {
             read_after_checkpoint::run(&read_after_checkpoint::Args {

@@ -205,6 +205,24 @@ pub fn far(per_second: &[Option<f64>]) -> Vec<Option<bool>> {
         .collect()
 }
 
+/// The share of the samples taken from `from` to `to` seconds that were
+/// far: a round trip over [`FAR_FACTOR`] times the 10th percentile of all
+/// `samples`. `None` if no sample fell in the window.
+pub fn far_share(samples: &[Sample], from: f64, to: f64) -> Option<f64> {
+    let mut all: Vec<f64> = samples.iter().map(|s| s.1).collect();
+    if all.is_empty() {
+        return None;
+    }
+    let limit = FAR_FACTOR * crate::report::percentile(&mut all, 10.0);
+    let inside: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.0 >= from && s.0 < to)
+        .map(|s| s.1)
+        .collect();
+    (!inside.is_empty())
+        .then(|| inside.iter().filter(|&&ns| ns > limit).count() as f64 / inside.len() as f64)
+}
+
 /// The workload's figures split by placement: for the seconds near and
 /// far, how many, the median and the lowest rate, and the lowest near
 /// second over the median of all seconds.
@@ -293,6 +311,26 @@ mod tests {
         assert_eq!(v["far_median_window"], 60.0);
         assert_eq!(v["near_min_over_median"], 90.0 / 80.0);
         assert_eq!(v["far_median_over_near_median"], 60.0 / 100.0);
+    }
+
+    /// The share of far samples inside a window, against the 10th
+    /// percentile of all samples; none in the window gives `None`.
+    #[test]
+    fn far_share_counts_a_windows_far_samples() {
+        let s = [
+            (0.1, 60.0),
+            (0.3, 60.0),
+            (0.6, 300.0),
+            (0.9, 310.0),
+            (1.2, 65.0),
+            (2.5, 50.0),
+        ];
+        // The 10th percentile is 60 ns: over 120 is far.
+        assert_eq!(far_share(&s, 0.0, 1.0), Some(0.5));
+        assert_eq!(far_share(&s, 0.5, 1.0), Some(1.0));
+        assert_eq!(far_share(&s, 1.0, 2.0), Some(0.0));
+        assert_eq!(far_share(&s, 3.0, 4.0), None);
+        assert_eq!(far_share(&[], 0.0, 1.0), None);
     }
 
     /// On a machine of two or more CPUs the probe samples and stops.
