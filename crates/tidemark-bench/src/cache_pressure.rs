@@ -96,15 +96,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     };
     let ticks_at_start = report::cpu_ticks();
     let start = Instant::now();
-    let probe = if a.placement_probe {
-        let p = crate::placement::start(start);
-        if p.is_none() && !a.json {
-            eprintln!("placement probe: needs two CPUs that threads can be pinned to; not run");
-        }
-        p
-    } else {
-        None
-    };
+    let probe = crate::placement::start_if(a.placement_probe, a.json, start);
     let workers: Vec<_> = (0..a.threads)
         .map(|w| {
             let (t, done, claimed) = (t.clone(), done.clone(), claimed.clone());

@@ -129,15 +129,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
     // Each round's baseline and checkpoint windows, as seconds since
     // `probe_start`, for the placement probe.
     let probe_start = Instant::now();
-    let probe = if a.placement_probe {
-        let p = crate::placement::start(probe_start);
-        if p.is_none() && !a.json {
-            eprintln!("placement probe: needs two CPUs that threads can be pinned to; not run");
-        }
-        p
-    } else {
-        None
-    };
+    let probe = crate::placement::start_if(a.placement_probe, a.json, probe_start);
     let at = || probe_start.elapsed().as_secs_f64();
     let mut windows: Vec<[(f64, f64); 2]> = Vec::new();
     for _ in 0..rounds {

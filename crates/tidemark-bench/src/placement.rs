@@ -166,6 +166,18 @@ fn sample(line: &AtomicU64, stop: &AtomicBool) -> Option<f64> {
     Some(t.elapsed().as_nanos() as f64 / f64::from(ROUND_TRIPS))
 }
 
+/// [`start`] when `on`; says on stderr (unless `json`) when it cannot run.
+pub fn start_if(on: bool, json: bool, at: Instant) -> Option<Probe> {
+    if !on {
+        return None;
+    }
+    let p = start(at);
+    if p.is_none() && !json {
+        eprintln!("placement probe: needs two CPUs that threads can be pinned to; not run");
+    }
+    p
+}
+
 impl Probe {
     /// Stops the probe and returns its samples.
     pub fn finish(self) -> Vec<Sample> {
