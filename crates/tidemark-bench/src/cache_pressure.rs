@@ -295,7 +295,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         ),
         Target::below("pages examined per page evicted", examined_per_evicted, 4.0),
     ];
-    let figures = json!({
+    let mut figures = json!({
         "records": per_thread * a.threads, "threads": a.threads, "cache_mb": a.cache_mb, "dataset_mb": a.dataset_mb, "page_size": s.page_size,
         "elapsed_s": elapsed.as_secs_f64(), "ops_per_s": ops_per_s, "windows": full, "median_window": med, "min_window": min,
         "max_latency_ms": worst_ns as f64 / 1e6, "worst_ms_by_second": worst_ms, "peak_cache_pct": peak_pct, "examined_per_evicted": examined_per_evicted,
@@ -303,7 +303,6 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "bytes_written_per_user_byte": amp, "checkpoints": s.checkpoints, "quick": a.quick,
         "steal_pct": run_steal, "steal_pct_by_second": steal,
     });
-    let mut figures = figures;
     if let Some((_, split)) = placement {
         figures["placement"] = split;
     }

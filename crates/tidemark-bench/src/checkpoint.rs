@@ -185,15 +185,15 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
     // Each round's p99s beside its windows' shares of far samples.
     let placement = probe.map(|p| {
         let samples = p.finish();
-        let rows: Vec<_> = windows
-            .iter()
-            .enumerate()
-            .map(|(i, [b, d])| {
+        let flat: Vec<(f64, f64)> = windows.iter().flatten().copied().collect();
+        let shares = crate::placement::far_shares(&samples, &flat);
+        let rows: Vec<_> = (0..windows.len())
+            .map(|i| {
                 json!({
                     "baseline_p99_us": base_p99[i], "during_p99_us": during_p99[i],
                     "p99_ratio": during_p99[i] / base_p99[i].max(0.001),
-                    "baseline_far_share": crate::placement::far_share(&samples, b.0, b.1),
-                    "during_far_share": crate::placement::far_share(&samples, d.0, d.1),
+                    "baseline_far_share": shares[2 * i],
+                    "during_far_share": shares[2 * i + 1],
                 })
             })
             .collect();

@@ -31,7 +31,7 @@ const EVERY: Duration = Duration::from_millis(250);
 const PARTNER_WAIT: Duration = Duration::from_millis(20);
 /// A second is "far" when its round trip is more than this many times the
 /// run's 10th percentile: near and far differ by 4-6 times on the
-/// machine this was written on (55-80 ns against 310-370 ns).
+/// machine this was written on (55-100 ns against 250-370 ns).
 pub const FAR_FACTOR: f64 = 2.0;
 
 /// One sample: seconds since the workload started, and the round trip
@@ -203,36 +203,38 @@ pub fn per_second(samples: &[Sample], seconds: usize) -> Vec<Option<f64>> {
         .collect()
 }
 
-/// Which seconds were far: a round trip over [`FAR_FACTOR`] times the
-/// 10th percentile of the seconds sampled. `None` where unsampled.
+/// The round trip above which a sample or a second is far: [`FAR_FACTOR`]
+/// times the 10th percentile of `round_trips`; `None` if there are none.
+fn far_limit(round_trips: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = round_trips.collect();
+    (!v.is_empty()).then(|| FAR_FACTOR * crate::report::percentile(&mut v, 10.0))
+}
+
+/// Which seconds were far ([`far_limit`] over the seconds sampled).
+/// `None` where unsampled.
 pub fn far(per_second: &[Option<f64>]) -> Vec<Option<bool>> {
-    let mut known: Vec<f64> = per_second.iter().flatten().copied().collect();
-    if known.is_empty() {
-        return vec![None; per_second.len()];
-    }
-    let p10 = crate::report::percentile(&mut known, 10.0);
+    let limit = far_limit(per_second.iter().flatten().copied());
     per_second
         .iter()
-        .map(|s| s.map(|ns| ns > FAR_FACTOR * p10))
+        .map(|s| s.zip(limit).map(|(ns, l)| ns > l))
         .collect()
 }
 
 /// The share of the samples taken from `from` to `to` seconds that were
-/// far: a round trip over [`FAR_FACTOR`] times the 10th percentile of all
-/// `samples`. `None` if no sample fell in the window.
-pub fn far_share(samples: &[Sample], from: f64, to: f64) -> Option<f64> {
-    let mut all: Vec<f64> = samples.iter().map(|s| s.1).collect();
-    if all.is_empty() {
-        return None;
-    }
-    let limit = FAR_FACTOR * crate::report::percentile(&mut all, 10.0);
-    let inside: Vec<f64> = samples
+/// far ([`far_limit`] over all `samples`), for each window. `None` for a
+/// window no sample fell in.
+pub fn far_shares(samples: &[Sample], windows: &[(f64, f64)]) -> Vec<Option<f64>> {
+    let limit = far_limit(samples.iter().map(|s| s.1));
+    windows
         .iter()
-        .filter(|s| s.0 >= from && s.0 < to)
-        .map(|s| s.1)
-        .collect();
-    (!inside.is_empty())
-        .then(|| inside.iter().filter(|&&ns| ns > limit).count() as f64 / inside.len() as f64)
+        .map(|&(from, to)| {
+            let inside = samples.iter().filter(|s| s.0 >= from && s.0 < to);
+            let (n, far) = inside.fold((0u32, 0u32), |(n, f), s| {
+                (n + 1, f + u32::from(limit.is_some_and(|l| s.1 > l)))
+            });
+            (n > 0).then(|| f64::from(far) / f64::from(n))
+        })
+        .collect()
 }
 
 /// The workload's figures split by placement: for the seconds near and
@@ -325,10 +327,10 @@ mod tests {
         assert_eq!(v["far_median_over_near_median"], 60.0 / 100.0);
     }
 
-    /// The share of far samples inside a window, against the 10th
-    /// percentile of all samples; none in the window gives `None`.
+    /// The share of far samples inside each window, against the 10th
+    /// percentile of all samples; none in a window gives `None`.
     #[test]
-    fn far_share_counts_a_windows_far_samples() {
+    fn far_shares_count_each_windows_far_samples() {
         let s = [
             (0.1, 60.0),
             (0.3, 60.0),
@@ -338,11 +340,11 @@ mod tests {
             (2.5, 50.0),
         ];
         // The 10th percentile is 60 ns: over 120 is far.
-        assert_eq!(far_share(&s, 0.0, 1.0), Some(0.5));
-        assert_eq!(far_share(&s, 0.5, 1.0), Some(1.0));
-        assert_eq!(far_share(&s, 1.0, 2.0), Some(0.0));
-        assert_eq!(far_share(&s, 3.0, 4.0), None);
-        assert_eq!(far_share(&[], 0.0, 1.0), None);
+        assert_eq!(
+            far_shares(&s, &[(0.0, 1.0), (0.5, 1.0), (1.0, 2.0), (3.0, 4.0)]),
+            vec![Some(0.5), Some(1.0), Some(0.0), None]
+        );
+        assert_eq!(far_shares(&[], &[(0.0, 1.0)]), vec![None]);
     }
 
     /// On a machine of two or more CPUs the probe samples and stops.
