@@ -35,6 +35,11 @@ const FILL_CHUNK: usize = 4096;
 /// Segments the background preparer makes ready, from the one after the
 /// segment being written.
 const AHEAD: u64 = 2;
+/// The kernel's page size, in which the log's writes end (see
+/// [`Inner::write_at`]).
+const BLOCK: u64 = 4096;
+/// Zeros that end a write at a [`BLOCK`] boundary.
+static ZERO_BLOCK: [u8; BLOCK as usize] = [0; BLOCK as usize];
 /// Checkpoints over which the log's use sizes the spares (see [`Usage`]).
 const WINDOW: usize = 8;
 /// Stream bytes past the position of a cut that records not admitted
@@ -131,6 +136,10 @@ pub(crate) struct Inner {
     /// would rename a new file into place behind the log, a spare that
     /// nothing ever writes.
     retired_below: AtomicU64,
+    /// Stream position below which every block the log has written
+    /// since open was written whole at least once (see
+    /// [`Inner::write_at`]).
+    whole_to: AtomicU64,
     /// Most segments kept for reuse (see [`Inner::recycle`]).
     max_spares: AtomicUsize,
     /// The log's use between recent checkpoints, which sizes the spares.
@@ -170,6 +179,7 @@ impl Segments {
                 layout: Mutex::new(()),
                 preparing: AtomicU64::new(0),
                 retired_below: AtomicU64::new(0),
+                whole_to: AtomicU64::new(0),
                 // Until the database's options size them.
                 max_spares: AtomicUsize::new(SPARES),
                 usage: Mutex::new(Usage::default()),
@@ -424,15 +434,46 @@ impl Inner {
     }
 
     /// Writes stream bytes at `pos`, across segment boundaries.
+    ///
+    /// A write that ends inside a [`BLOCK`] the log has not written whole
+    /// since open goes on with zeros to the block's end. A write that
+    /// covers only part of a page-cache page not in the cache makes the
+    /// kernel read the page from the device first, and the committing
+    /// thread waits for that read, behind whatever the device is busy
+    /// with: the blocks of a recycled segment, or of a prepared one, whose
+    /// clean pages the kernel reclaimed (this VM's proactive reclaim does
+    /// so within seconds) are such pages. One insert of `cache-pressure`
+    /// waited 1.03 s there, the device busy with a checkpoint
+    /// (BENCHMARKS.md, "The log's reads before its writes"). The zeros lie
+    /// past the end of the stream, where a segment holds zeros or stale
+    /// records, and the next group's write, always after this one (one
+    /// leader at a time), overwrites them; its page is then cached. Only
+    /// a write starting inside a block not written since open, the first
+    /// after a reopen, still reads that block.
     fn write_at(&self, mut pos: u64, mut bytes: &[u8]) -> Result<()> {
+        let end = pos + bytes.len() as u64;
+        let pad_to = if end > self.whole_to.load(Ordering::Relaxed) {
+            end.next_multiple_of(BLOCK)
+        } else {
+            end
+        };
         while !bytes.is_empty() {
             let (i, off) = (pos / self.size, pos % self.size);
             let n = ((self.size - off) as usize).min(bytes.len());
-            self.file(i)?.write_all_at(&bytes[..n], off)?;
+            let f = self.file(i)?;
+            if pos + n as u64 == end && pad_to > end {
+                // The segment size is a multiple of BLOCK (`check_size`),
+                // so the zeros end inside this segment.
+                let pad = &ZERO_BLOCK[..(pad_to - end) as usize];
+                f.write_all_vectored_at(&[&bytes[..n], pad], off)?;
+            } else {
+                f.write_all_at(&bytes[..n], off)?;
+            }
             self.unsynced.lock().insert(i);
             bytes = &bytes[n..];
             pos += n as u64;
         }
+        self.whole_to.fetch_max(pad_to, Ordering::Relaxed);
         Ok(())
     }
 
@@ -949,5 +990,146 @@ mod tests {
         for i in 1..=2 {
             assert!(zeros(&s.file(i).unwrap()));
         }
+    }
+
+    /// The operating system's files, with the range of every write made
+    /// to a file opened through it: (file, offset, length), in order.
+    #[derive(Default)]
+    struct Recording {
+        writes: Arc<Mutex<Vec<(usize, u64, u64)>>>,
+        opened: AtomicUsize,
+    }
+
+    struct RecordedFile {
+        inner: Arc<dyn FileIo>,
+        id: usize,
+        writes: Arc<Mutex<Vec<(usize, u64, u64)>>>,
+    }
+
+    impl FileIo for RecordedFile {
+        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            self.inner.read_exact_at(buf, offset)
+        }
+        fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+            self.writes.lock().push((self.id, offset, buf.len() as u64));
+            self.inner.write_all_at(buf, offset)
+        }
+        fn write_all_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> std::io::Result<()> {
+            let len = bufs.iter().map(|b| b.len() as u64).sum();
+            self.writes.lock().push((self.id, offset, len));
+            self.inner.write_all_vectored_at(bufs, offset)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.inner.sync_data()
+        }
+        fn len(&self) -> std::io::Result<u64> {
+            self.inner.len()
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.inner.set_len(len)
+        }
+        fn preallocate(&self, len: u64) -> std::io::Result<()> {
+            self.inner.preallocate(len)
+        }
+    }
+
+    impl FileSystem for Recording {
+        fn open(&self, path: &Path, create: bool) -> std::io::Result<Arc<dyn FileIo>> {
+            Ok(Arc::new(RecordedFile {
+                inner: crate::io::OsFileSystem.open(path, create)?,
+                id: self.opened.fetch_add(1, Ordering::Relaxed),
+                writes: self.writes.clone(),
+            }))
+        }
+        fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+            crate::io::OsFileSystem.create_dir_all(dir)
+        }
+        fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+            crate::io::OsFileSystem.list(dir)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+            crate::io::OsFileSystem.rename(from, to)
+        }
+        fn remove(&self, path: &Path) -> std::io::Result<()> {
+            crate::io::OsFileSystem.remove(path)
+        }
+        fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+            crate::io::OsFileSystem.sync_dir(dir)
+        }
+    }
+
+    /// Checks that no write in `writes` covers part of a block that no
+    /// earlier write to its file covered whole, but for the blocks in
+    /// `allowed` (file, block). Returns the blocks written whole.
+    fn check_whole_blocks(
+        writes: &[(usize, u64, u64)],
+        allowed: &[(usize, u64)],
+    ) -> BTreeSet<(usize, u64)> {
+        let mut whole = BTreeSet::new();
+        for &(f, off, len) in writes {
+            let end = off + len;
+            for (at, edge) in [(off, "starts"), (end, "ends")] {
+                let b = at / BLOCK;
+                if !at.is_multiple_of(BLOCK) && !whole.contains(&(f, b)) {
+                    assert!(
+                        allowed.contains(&(f, b)),
+                        "a write of {len} bytes at {off} {edge} inside block {b} of file {f}, never written whole"
+                    );
+                }
+            }
+            for b in off.div_ceil(BLOCK)..end / BLOCK {
+                whole.insert((f, b));
+            }
+        }
+        whole
+    }
+
+    #[test]
+    fn log_writes_end_on_block_boundaries_in_blocks_not_yet_written_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let fs = Arc::new(Recording::default());
+        let s = Segments::open(fs.clone(), d.path(), SIZE).unwrap();
+        // Records of odd lengths, some within a block, some across blocks
+        // and across segments, as groups write them.
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut pos = 0u64;
+        let mut stream = Vec::new();
+        while pos < 3 * SIZE + 5000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let len = [40, 200, 3000, 9000][(rng % 4) as usize] + (rng >> 8) % 64;
+            let bytes: Vec<u8> = (0..len).map(|i| (pos + i) as u8 | 1).collect();
+            s.write(pos, &bytes).unwrap();
+            stream.extend_from_slice(&bytes);
+            pos += len;
+        }
+        let writes = std::mem::take(&mut *fs.writes.lock());
+        // Only the first write ever starts mid-block, and it starts at 0.
+        check_whole_blocks(&writes, &[]);
+        // The stream reads back whole, zeros after its end to the block's.
+        let mut back = vec![0u8; stream.len()];
+        assert_eq!(s.read(0, &mut back).unwrap(), stream.len());
+        assert!(back == stream);
+        let mut tail = vec![1u8; (pos.next_multiple_of(BLOCK) - pos) as usize];
+        assert_eq!(s.read(pos, &mut tail).unwrap(), tail.len());
+        assert!(tail.iter().all(|&b| b == 0));
+        s.sync().unwrap();
+        drop(s);
+
+        // After a reopen, the first write goes on from inside a block
+        // written before: that block alone is read by the kernel.
+        let s = Segments::open(fs.clone(), d.path(), SIZE).unwrap();
+        let seg = pos / SIZE;
+        s.write(pos, &[7u8; 100]).unwrap();
+        s.write(pos + 100, &[8u8; 100]).unwrap();
+        let writes = std::mem::take(&mut *fs.writes.lock());
+        // The segment's file (a preparer may have written others first).
+        let file = writes.iter().find(|w| w.1 == pos % SIZE).unwrap().0;
+        check_whole_blocks(&writes, &[(file, (pos % SIZE) / BLOCK)]);
+        let mut back = vec![0u8; 200];
+        s.read(pos, &mut back).unwrap();
+        assert!(back[..100].iter().all(|&b| b == 7) && back[100..].iter().all(|&b| b == 8));
+        assert!(s.indices().contains(&seg));
     }
 }
