@@ -14,6 +14,17 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// The operating system's page-cache page. A buffered write that covers
+/// only part of one that is not in the cache makes the kernel read it
+/// from the device before the write goes on, so writes that must not
+/// wait for the device end on these: the data file's packed page images
+/// ([`crate::page::IMAGE_ALIGN`]) and the log's writes into blocks not yet
+/// written whole (`wal::segment`).
+pub(crate) const CACHE_PAGE: usize = 4096;
+
+/// Zeros to pad a write out with, up to a page of the largest size.
+pub(crate) static ZEROS: [u8; crate::page::MAX_PAGE_SIZE] = [0; crate::page::MAX_PAGE_SIZE];
+
 /// One open file, addressed by byte offset.
 // A file length is an I/O query, not a container size; an `is_empty` would
 // add nothing.

@@ -84,7 +84,7 @@ pub const HEADER_SIZE: usize = IMAGE_OFFSET + 4;
 /// A packed page image written alone (by an eviction) is written in whole
 /// multiples of this (the kernel's page size): a write that covers part of
 /// a page-cache page makes the kernel read the rest of it first.
-pub(crate) const IMAGE_ALIGN: usize = 4096;
+pub(crate) const IMAGE_ALIGN: usize = crate::io::CACHE_PAGE;
 
 /// What a page holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

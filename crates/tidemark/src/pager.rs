@@ -154,9 +154,6 @@ impl PopulatePace {
     }
 }
 
-/// Padding written after a packed image.
-static ZEROS: [u8; page::MAX_PAGE_SIZE] = [0; page::MAX_PAGE_SIZE];
-
 thread_local! {
     /// Each thread's buffer for packing the node pages with dead cells it
     /// writes (taken and put back around each write, so it is never
@@ -937,7 +934,7 @@ impl Pager {
             // No dead cells: write the image from the frame's own bytes,
             // without packing it into a copy first.
             let len = if whole { self.page_size } else { p.padded() };
-            let pad = &ZEROS[..len - p.image];
+            let pad = &crate::io::ZEROS[..len - p.image];
             self.file
                 .write_all_vectored_at(&[&p.header, p.slots, p.cells, pad], at)
                 .map(|()| (len, p.image))

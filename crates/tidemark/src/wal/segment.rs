@@ -35,11 +35,8 @@ const FILL_CHUNK: usize = 4096;
 /// Segments the background preparer makes ready, from the one after the
 /// segment being written.
 const AHEAD: u64 = 2;
-/// The kernel's page size, in which the log's writes end (see
-/// [`Inner::write_at`]).
-const BLOCK: u64 = 4096;
-/// Zeros that end a write at a [`BLOCK`] boundary.
-static ZERO_BLOCK: [u8; BLOCK as usize] = [0; BLOCK as usize];
+/// The block in which the log's writes end (see [`Inner::write_at`]).
+const BLOCK: u64 = crate::io::CACHE_PAGE as u64;
 /// Checkpoints over which the log's use sizes the spares (see [`Usage`]).
 const WINDOW: usize = 8;
 /// Stream bytes past the position of a cut that records not admitted
@@ -441,8 +438,8 @@ impl Inner {
     /// kernel read the page from the device first, and the committing
     /// thread waits for that read, behind whatever the device is busy
     /// with: the blocks of a recycled segment, or of a prepared one, whose
-    /// clean pages the kernel reclaimed (this VM's proactive reclaim does
-    /// so within seconds) are such pages. One insert of `cache-pressure`
+    /// clean pages the kernel reclaimed (the VM of BENCHMARKS.md runs a
+    /// proactive reclaim of idle pages) are such pages. One insert of `cache-pressure`
     /// waited 1.03 s there, the device busy with a checkpoint
     /// (BENCHMARKS.md, "The log's reads before its writes"). The zeros lie
     /// past the end of the stream, where a segment holds zeros or stale
@@ -464,7 +461,7 @@ impl Inner {
             if pos + n as u64 == end && pad_to > end {
                 // The segment size is a multiple of BLOCK (`check_size`),
                 // so the zeros end inside this segment.
-                let pad = &ZERO_BLOCK[..(pad_to - end) as usize];
+                let pad = &crate::io::ZEROS[..(pad_to - end) as usize];
                 f.write_all_vectored_at(&[&bytes[..n], pad], off)?;
             } else {
                 f.write_all_at(&bytes[..n], off)?;
