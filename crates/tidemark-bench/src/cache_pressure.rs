@@ -155,6 +155,9 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let min = sorted.first().copied().unwrap_or(0.0);
     let evicted = (s.pages_evicted_clean + s.pages_evicted_dirty).max(1);
     let examined_per_evicted = s.pages_examined as f64 / evicted as f64;
+    // Evictions and cleanings that wrote a page over the block it took
+    // earlier in the same checkpoint epoch, of all page writes.
+    let in_place_pct = 100.0 * s.pages_rewritten_in_place as f64 / s.pages_written.max(1) as f64;
     let user_bytes = (per_thread * a.threads * (KEY_LEN + VALUE_LEN)) as u64;
     let amp = s.bytes_written as f64 / user_bytes as f64;
     let peak_pct = 100.0 * s.cache_bytes_peak as f64 / s.cache_size as f64;
@@ -269,6 +272,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "{:<36} {:>14.1}",
             "data-file bytes written per user byte", amp
         );
+        println!(
+            "{:<36} {:>14.1}",
+            "page writes over their own block %", in_place_pct
+        );
         println!("{:<36} {:>14}", "checkpoints during run", s.checkpoints);
         println!(
             "{:<36} {:>14}",
@@ -300,7 +307,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "elapsed_s": elapsed.as_secs_f64(), "ops_per_s": ops_per_s, "windows": full, "median_window": med, "min_window": min,
         "max_latency_ms": worst_ns as f64 / 1e6, "worst_ms_by_second": worst_ms, "peak_cache_pct": peak_pct, "examined_per_evicted": examined_per_evicted,
         "app_thread_evictions": s.app_thread_evictions, "max_cache_wait_ms": s.max_cache_wait_us as f64 / 1000.0,
-        "bytes_written_per_user_byte": amp, "checkpoints": s.checkpoints, "quick": a.quick,
+        "bytes_written_per_user_byte": amp, "in_place_pct": in_place_pct, "data_file_mb": s.file_size as f64 / 1048576.0,
+        "checkpoints": s.checkpoints, "quick": a.quick,
         "steal_pct": run_steal, "steal_pct_by_second": steal,
     });
     if let Some((_, split)) = placement {

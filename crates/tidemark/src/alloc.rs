@@ -132,6 +132,12 @@ impl BlockAlloc {
         b
     }
 
+    /// Whether `b` is fresh: allocated since the last cut and adopted by
+    /// no checkpoint, so no checkpoint references it.
+    pub(crate) fn is_fresh(&self, b: u64) -> bool {
+        bit(&self.inner.lock().fresh, b)
+    }
+
     /// The checkpoint adopted `b`: it is no longer reusable on free.
     pub(crate) fn unfresh(&self, b: u64) {
         let mut g = self.inner.lock();

@@ -177,7 +177,11 @@ fn relocate(e: &Engine) -> Result<u64> {
         match e.pool.fix_exclusive(&e.pager, pid) {
             Ok(mut w) => {
                 // Unchanged bytes, but dirty: the next checkpoint writes
-                // the page to a new (low) block.
+                // the page to a new (low) block. Its block is made not
+                // fresh first, so that an eviction before that checkpoint
+                // also moves it instead of rewriting it where it is
+                // (`Pager::rewrite_fresh`).
+                e.pager.alloc.unfresh(b);
                 w.bytes_mut()?;
                 moved += 1;
             }

@@ -304,6 +304,9 @@ pub(crate) struct PagerCounters {
     pub(crate) pages_read: AtomicU64,
     pub(crate) pages_written: AtomicU64,
     pub(crate) bytes_written: AtomicU64,
+    /// Of `pages_written`, evictions that wrote a page over its own fresh
+    /// block ([`Pager::rewrite_fresh`]).
+    pub(crate) pages_rewritten_in_place: AtomicU64,
     /// Bytes of the data file read for pages.
     pub(crate) bytes_read: AtomicU64,
     /// Leaves merged into a sibling (`Tree::merge_underfull`).
@@ -600,7 +603,9 @@ impl Pager {
         if let Some(r) = st.running.as_mut() {
             r.map_before.entry(pid).or_insert(old);
         }
-        if old != NO_BLOCK {
+        // The same block again is a page rewritten over its own fresh
+        // block: nothing to free.
+        if old != NO_BLOCK && old != block {
             self.alloc.free(old, st.epoch);
         }
     }
@@ -924,6 +929,18 @@ impl Pager {
             self.alloc.free(b, self.epoch.load(Ordering::Acquire));
             return Err(e);
         }
+        if let Err(e) = self.write_block(buf, b, fresh) {
+            self.alloc.free(b, self.epoch.load(Ordering::Acquire));
+            return Err(e);
+        }
+        Ok(b)
+    }
+
+    /// Writes the page in `buf` over `block`, which the caller holds for
+    /// it: a block just allocated, or the page's own fresh block
+    /// ([`Pager::rewrite_fresh`]). `fresh` as for
+    /// [`Pager::write_new_block`].
+    fn write_block(&self, buf: &mut [u8], b: u64, fresh: bool) -> Result<()> {
         let at = b * self.page_size as u64;
         let node = matches!(page::kind(buf), Some(PageKind::Leaf | PageKind::Branch));
         // The whole block, zeros after the image: a checkpoint's write (not
@@ -963,19 +980,40 @@ impl Pager {
             let r = self.file.write_all_at(buf, at);
             r.map(|()| (self.page_size, self.page_size))
         };
-        let (written, stored) = match written {
-            Ok(n) => n,
-            Err(e) => {
-                self.alloc.free(b, self.epoch.load(Ordering::Acquire));
-                return Err(e.into());
-            }
-        };
+        let (written, stored) = written?;
         self.stored.set(b, stored);
         self.counters.pages_written.fetch_add(1, Ordering::Relaxed);
         self.counters
             .bytes_written
             .fetch_add(written as u64, Ordering::Relaxed);
-        Ok(b)
+        Ok(())
+    }
+
+    /// Writes the page in `buf` over its own block `b` if `b` is fresh
+    /// (allocated since the last checkpoint's cut and adopted by no
+    /// checkpoint) and returns whether it did. No checkpoint, durable or
+    /// running, can reference a fresh block, so overwriting it in place
+    /// keeps copy-on-write's guarantee, and a page evicted again and again
+    /// between two checkpoints keeps one block instead of taking a new one
+    /// each time: the set of blocks the kernel holds dirty for the file is
+    /// then at most one per page, not every block the allocator passed
+    /// over (ARCHITECTURE.md, "Block lifetimes"). The caller holds the
+    /// page's frame latched exclusively, so nobody reads `b` meanwhile: a
+    /// lookup of the page finds the frame. If a checkpoint's cut comes
+    /// between the test and the write, the caller sees the page owed to it
+    /// and hands `b` over as the page's block in that checkpoint, exactly
+    /// as for a new block: the bytes written are the page as of the cut.
+    /// A failed write leaves the page dirty in its frame and `b` its block,
+    /// as it was: only this process's cache ever read that block.
+    pub(crate) fn rewrite_fresh(&self, buf: &mut [u8], b: u64) -> Result<bool> {
+        if b == NO_BLOCK || !self.alloc.is_fresh(b) {
+            return Ok(false);
+        }
+        self.write_block(buf, b, true)?;
+        self.counters
+            .pages_rewritten_in_place
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(true)
     }
 
     /// Writes a page that bypasses the cache (overflow) and maps it.

@@ -171,6 +171,10 @@ pub struct Stats {
     pub pages_read: u64,
     /// Pages written to the data file (eviction, checkpoint, overflow).
     pub pages_written: u64,
+    /// Of `pages_written`, evictions that wrote a page over its own block,
+    /// which it had taken since the last checkpoint and no checkpoint
+    /// references; the others take a new block.
+    pub pages_rewritten_in_place: u64,
     /// Bytes written to the data file, meta pages excluded.
     pub bytes_written: u64,
     /// Bytes read from the data file for pages: a node page stored packed
@@ -371,6 +375,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         cache_bytes_peak: p.peak_used.load(Ordering::Relaxed) as u64 * page,
         pages_read: ld(&e.pager.counters.pages_read),
         pages_written: ld(&e.pager.counters.pages_written),
+        pages_rewritten_in_place: ld(&e.pager.counters.pages_rewritten_in_place),
         bytes_written: ld(&e.pager.counters.bytes_written),
         bytes_read: ld(&e.pager.counters.bytes_read),
         pages_evicted_clean: ld(&p.evicted_clean),
@@ -469,6 +474,7 @@ impl Stats {
             ("cache_bytes_peak", self.cache_bytes_peak),
             ("pages_read", self.pages_read),
             ("pages_written", self.pages_written),
+            ("pages_rewritten_in_place", self.pages_rewritten_in_place),
             ("bytes_written", self.bytes_written),
             ("bytes_read", self.bytes_read),
             ("pages_evicted_clean", self.pages_evicted_clean),

@@ -171,9 +171,16 @@ fn workload(fs: &SimFs, dir: &std::path::Path) -> Run {
             return run;
         }
         if round == 0 {
+            let s = db.stats();
             assert!(
-                db.stats().pages_evicted_dirty > 0,
+                s.pages_evicted_dirty > 0,
                 "workload must evict dirty pages between checkpoints"
+            );
+            // And evict some again before the cut, over the fresh blocks
+            // their first evictions took: crashes land among those writes.
+            assert!(
+                s.pages_rewritten_in_place > 0,
+                "workload must write pages over their own fresh blocks"
             );
         }
         match db.checkpoint() {

@@ -400,10 +400,12 @@ fn vacate(pool: &BufferPool, pager: &Pager, fi: u32, g: &mut FrameData) {
     pool.frames[fi as usize].set_content(Content::Empty);
 }
 
-/// Writes a dirty page to a new block and maps it there (copy-on-write:
-/// the block it came from is never overwritten). If the page still holds
-/// content owed to the running checkpoint, the checkpoint adopts this block.
-/// `g` is frame `fi`, latched exclusively.
+/// Writes a dirty page out and maps it there: over its own block if that
+/// block is fresh (no checkpoint references it, [`Pager::rewrite_fresh`]),
+/// else to a new block (copy-on-write: a block a checkpoint references is
+/// never overwritten). If the page still holds content owed to the running
+/// checkpoint, the checkpoint adopts the block written. `g` is frame `fi`,
+/// latched exclusively.
 pub(crate) fn write_out(
     pool: &BufferPool,
     pager: &Pager,
@@ -411,7 +413,12 @@ pub(crate) fn write_out(
     g: &mut FrameData,
 ) -> Result<()> {
     debug_assert!(g.dirty && g.state == FrameState::Page);
-    let b = pager.write_new_block(&mut g.buf, true)?;
+    let own = pager.map.block(g.pid);
+    let b = if pager.rewrite_fresh(&mut g.buf, own)? {
+        own
+    } else {
+        pager.write_new_block(&mut g.buf, true)?
+    };
     let mut st = pager.state.lock();
     let owed = g.dirty_epoch < st.epoch;
     if owed {

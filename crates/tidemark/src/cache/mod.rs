@@ -1610,6 +1610,66 @@ mod tests {
         assert_eq!(pool.counters.standby_taken.load(Ordering::SeqCst), 0);
     }
 
+    /// A page evicted again between two cuts is written over the block its
+    /// first eviction gave it: no checkpoint references that block, and the
+    /// page takes no other. After a cut, which makes every block so far part
+    /// of the checkpoint being written, the page's next eviction takes a new
+    /// block and leaves the old one, with its bytes, as it was.
+    #[test]
+    fn a_page_evicted_again_before_a_cut_keeps_its_fresh_block() {
+        let (pool, pager) = setup(64);
+        let at = pager.map.block(1);
+        assert!(
+            pager.alloc.is_fresh(at),
+            "setup's eviction took a fresh block"
+        );
+        let used = pager.alloc.used();
+        let rewritten = |p: &Pager| p.counters.pages_rewritten_in_place.load(Ordering::SeqCst);
+        let before = rewritten(&pager);
+        for v in 1..=3 {
+            bump(&pool, &pager, 1);
+            while evict(&pool, &pager) {}
+            assert_eq!(pager.map.block(1), at, "eviction {v} moved the page");
+            assert_eq!(read(&pool, &pager, 1), v, "eviction {v} lost the write");
+            while evict(&pool, &pager) {}
+        }
+        assert_eq!(pager.alloc.used(), used, "blocks were taken");
+        assert_eq!(rewritten(&pager), before + 3);
+
+        // The cut, as `checkpoint::take_cut` makes it.
+        {
+            let mut st = pager.state.lock();
+            st.epoch += 1;
+            pager.epoch.store(st.epoch, Ordering::SeqCst);
+            pager.alloc.clear_fresh();
+        }
+        let mut image = vec![0u8; crate::page::DEFAULT_PAGE_SIZE];
+        pager
+            .file
+            .read_exact_at(&mut image, at * crate::page::DEFAULT_PAGE_SIZE as u64)
+            .unwrap();
+        bump(&pool, &pager, 1);
+        while evict(&pool, &pager) {}
+        let moved = pager.map.block(1);
+        assert_ne!(
+            moved, at,
+            "a block the checkpoint references was overwritten"
+        );
+        assert_eq!(rewritten(&pager), before + 3);
+        let mut now = vec![0u8; image.len()];
+        pager
+            .file
+            .read_exact_at(&mut now, at * crate::page::DEFAULT_PAGE_SIZE as u64)
+            .unwrap();
+        assert!(now == image, "the checkpoint's block changed");
+        // The new block is fresh: the next eviction rewrites it.
+        bump(&pool, &pager, 1);
+        while evict(&pool, &pager) {}
+        assert_eq!(pager.map.block(1), moved);
+        assert_eq!(rewritten(&pager), before + 4);
+        assert_eq!(read(&pool, &pager, 1), 5);
+    }
+
     /// A pool of 64 frames with dirty target 0 and the dirty trigger given,
     /// whose usage target leaves room (usage at or under the paced limit)
     /// or none (every frame in use is over it).
