@@ -20,6 +20,9 @@ pub struct Args {
     pub cache_mb: usize,
     pub dataset_mb: usize,
     pub checkpoint_secs: u64,
+    /// Seconds between the data file's write-backs (`None`: the engine's
+    /// default; 0: none).
+    pub write_back_secs: Option<u64>,
     pub stats_log: Option<std::path::PathBuf>,
     pub page_size: usize,
     /// Sample where the host has put the CPUs while the load runs
@@ -37,6 +40,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         .cache_size(cache)
         .page_size(a.page_size)
         .checkpoint_interval(Some(std::time::Duration::from_secs(a.checkpoint_secs)))
+        .write_back_interval(match a.write_back_secs {
+            None => Some(tidemark::DEFAULT_WRITE_BACK_INTERVAL),
+            Some(0) => None,
+            Some(s) => Some(Duration::from_secs(s)),
+        })
         // The default statistics log (a line every 10 s), or one a second
         // where asked.
         .statistics_log(Some(match &a.stats_log {

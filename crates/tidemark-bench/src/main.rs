@@ -71,6 +71,10 @@ enum Cmd {
         /// Seconds between periodic checkpoints (the engine's default is 60).
         #[arg(long, default_value_t = 60)]
         checkpoint_secs: u64,
+        /// Seconds between write-backs of the data file between
+        /// checkpoints (0: none; the engine's default is 20).
+        #[arg(long)]
+        write_back_secs: Option<u64>,
         /// Keep the statistics log in this directory (a line a second), for
         /// `tidemark report`.
         #[arg(long)]
@@ -339,11 +343,13 @@ fn main() -> ExitCode {
             cache_mb,
             dataset_mb,
             checkpoint_secs,
+            write_back_secs,
             stats_log,
             page_size,
             placement_probe,
         } => cache_pressure::run(&cache_pressure::Args {
             checkpoint_secs,
+            write_back_secs,
             stats_log,
             page_size,
             placement_probe,

@@ -67,8 +67,8 @@ pub use btree::node::MAX_KEY_SIZE;
 pub use capped::{fragmentation_ratio, RECORD_HEADER};
 pub use checkpoint::CheckpointInfo;
 pub use db::{
-    Builder, Database, Range, Table, WriteBatch, DEFAULT_CHECKPOINT_LOG_SIZE, MAX_TABLE_NAME,
-    MAX_VALUE_SIZE,
+    Builder, Database, Range, Table, WriteBatch, DEFAULT_CHECKPOINT_LOG_SIZE,
+    DEFAULT_WRITE_BACK_INTERVAL, MAX_TABLE_NAME, MAX_VALUE_SIZE,
 };
 pub use docs::{
     parse_document, CappedOptions, Collection, Cursor, SnapshotCollection, Tailable,
