@@ -995,9 +995,9 @@ impl Pager {
     /// running, can reference a fresh block, so overwriting it in place
     /// keeps copy-on-write's guarantee, and a page evicted again and again
     /// between two checkpoints keeps one block instead of taking a new one
-    /// each time: the set of blocks the kernel holds dirty for the file is
-    /// then at most one per page, not every block the allocator passed
-    /// over (ARCHITECTURE.md, "Block lifetimes"). The caller holds the
+    /// each time (no allocator lock, scan or free for it), so the blocks
+    /// the kernel holds dirty for the file are at most one per page
+    /// (ARCHITECTURE.md, "Block lifetimes"). The caller holds the
     /// page's frame latched exclusively, so nobody reads `b` meanwhile: a
     /// lookup of the page finds the frame. If a checkpoint's cut comes
     /// between the test and the write, the caller sees the page owed to it
