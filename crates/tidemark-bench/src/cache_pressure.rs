@@ -85,6 +85,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             // Each second's host steal: a slow second with steal is one in
             // which the hypervisor took a virtual CPU from the machine.
             let mut steal = Vec::new();
+            // Each second's bytes read from the device: reads that missed
+            // the operating system's page cache and waited for the disk.
+            let mut reads = Vec::new();
+            let mut read_last = report::device_read_bytes();
             let mut last = 0;
             let mut ticks = report::cpu_ticks();
             let start = Instant::now();
@@ -98,11 +102,15 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 let t = report::cpu_ticks();
                 steal.push(report::steal_pct(ticks, t));
                 ticks = t;
+                let r = report::device_read_bytes();
+                reads.push(r.zip(read_last).map(|(r, l)| r.saturating_sub(l)));
+                read_last = r;
             }
-            (windows, steal)
+            (windows, steal, reads)
         })
     };
     let ticks_at_start = report::cpu_ticks();
+    let read_at_start = report::device_read_bytes();
     let start = Instant::now();
     let probe = crate::placement::start_if(a.placement_probe, a.json, start);
     let workers: Vec<_> = (0..a.threads)
@@ -148,9 +156,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         .map(|&ns| (ns as f64 / 1e4).round() / 100.0)
         .collect();
     let elapsed = start.elapsed();
+    let read_mb = report::device_read_bytes()
+        .zip(read_at_start)
+        .map(|(r, r0)| r.saturating_sub(r0) as f64 / 1048576.0);
     let placement_samples = probe.map(crate::placement::Probe::finish);
     stop.store(true, Ordering::Relaxed);
-    let (windows, steal) = sampler.join().map_err(|_| msg("sampler panicked"))?;
+    let (windows, steal, reads) = sampler.join().map_err(|_| msg("sampler panicked"))?;
     let s = db.stats();
     // Whole seconds only: the last, partial window is dropped.
     let full: Vec<f64> = windows
@@ -177,6 +188,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         .map(|p| p.map(|p| (p * 10.0).round() / 10.0))
         .collect();
     let run_steal = report::steal_pct(ticks_at_start, report::cpu_ticks());
+    let reads: Vec<Option<u64>> = reads.into_iter().take(full.len()).collect();
+    let (worst_with_reads, worst_without_reads) = report::worst_by_reads(&worst_ms, &reads);
     let placement = placement_samples.map(|samples| {
         let rtt = crate::placement::per_second(&samples, full.len());
         let far = crate::placement::far(&rtt);
@@ -207,6 +220,14 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             steal
                 .iter()
                 .map(|p| p.map_or("-".into(), |p| format!("{p:.1}")))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        println!(
+            "per-second KB read from the device: {}",
+            reads
+                .iter()
+                .map(|r| r.map_or("-".into(), |b| format!("{}", b / 1024)))
                 .collect::<Vec<_>>()
                 .join(" ")
         );
@@ -285,6 +306,17 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "page writes over their own block %", in_place_pct
         );
         println!("{:<36} {:>14}", "checkpoints during run", s.checkpoints);
+        let ms = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.1}"));
+        println!(
+            "{:<36} {:>14}",
+            "MB read from the device",
+            read_mb.map_or("unknown".into(), |m| format!("{m:.1}"))
+        );
+        println!(
+            "{:<36} {:>14}",
+            "worst insert ms near / away from reads",
+            format!("{}/{}", ms(worst_with_reads), ms(worst_without_reads))
+        );
         println!(
             "{:<36} {:>14}",
             "host steal % of CPU time",
@@ -318,6 +350,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "bytes_written_per_user_byte": amp, "in_place_pct": in_place_pct, "data_file_mb": s.file_size as f64 / 1048576.0,
         "checkpoints": s.checkpoints, "quick": a.quick,
         "steal_pct": run_steal, "steal_pct_by_second": steal,
+        "device_read_mb": read_mb, "device_read_kb_by_second": reads.iter().map(|r| r.map(|b| b / 1024)).collect::<Vec<_>>(),
+        "worst_ms_with_device_reads": worst_with_reads, "worst_ms_without_device_reads": worst_without_reads,
     });
     if let Some((_, split)) = placement {
         figures["placement"] = split;

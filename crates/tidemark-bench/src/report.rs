@@ -142,6 +142,45 @@ pub fn steal_pct(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> Optio
     Some(100.0 * s1.saturating_sub(s0) as f64 / total as f64)
 }
 
+/// A counter of this process's `/proc/self/io` (`read_bytes`,
+/// `write_bytes`, ...) parsed from `text`; `None` if it is not there.
+pub fn proc_io_field(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Bytes this process has had fetched from the storage device so far
+/// (`read_bytes` of `/proc/self/io`: reads that missed the operating
+/// system's page cache); `None` where the file is missing.
+pub fn device_read_bytes() -> Option<u64> {
+    proc_io_field(
+        &std::fs::read_to_string("/proc/self/io").ok()?,
+        "read_bytes",
+    )
+}
+
+/// For each second, the worst of `worst_ms` split by whether a device
+/// read was counted in that second or the next (an insert that began in
+/// second `s` and waited for a read may see it counted in `s + 1`):
+/// `(with reads, without)`, `None` where no second fell on that side.
+/// `reads` holds each second's bytes read (`None`: not known, counted as
+/// neither).
+pub fn worst_by_reads(worst_ms: &[f64], reads: &[Option<u64>]) -> (Option<f64>, Option<f64>) {
+    let (mut with, mut without): (Option<f64>, Option<f64>) = (None, None);
+    for (s, &w) in worst_ms.iter().enumerate() {
+        let near = [reads.get(s), reads.get(s + 1)];
+        if near.iter().any(|r| matches!(r, Some(Some(b)) if *b > 0)) {
+            with = Some(with.map_or(w, |x| x.max(w)));
+        } else if near.iter().all(|r| matches!(r, Some(Some(0)) | None))
+            && matches!(reads.get(s), Some(Some(0)))
+        {
+            without = Some(without.map_or(w, |x| x.max(w)));
+        }
+    }
+    (with, without)
+}
+
 /// CPU time and steal summed over several windows (each a pair of
 /// [`cpu_ticks`] readings), for one steal figure over all of them.
 #[derive(Clone, Copy, Debug, Default)]
@@ -170,6 +209,28 @@ impl Steal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_io_fields_are_found_by_their_whole_name() {
+        let text = "rchar: 10\nread_bytes: 4096\nwrite_bytes: 8192\ncancelled_write_bytes: 100\n";
+        assert_eq!(proc_io_field(text, "read_bytes"), Some(4096));
+        assert_eq!(proc_io_field(text, "write_bytes"), Some(8192));
+        assert_eq!(proc_io_field(text, "cancelled_write_bytes"), Some(100));
+        assert_eq!(proc_io_field(text, "syscr"), None);
+    }
+
+    #[test]
+    fn worst_inserts_split_by_device_reads_in_their_second_or_the_next() {
+        // Second 1 has a read, so seconds 0 and 1 count as "with"; second 2
+        // and 3 have none (3 is the last).
+        let worst = [5.0, 7.0, 3.0, 4.0];
+        let reads = [Some(0), Some(4096), Some(0), Some(0)];
+        assert_eq!(worst_by_reads(&worst, &reads), (Some(7.0), Some(4.0)));
+        // No reads anywhere: everything is "without".
+        assert_eq!(worst_by_reads(&worst, &[Some(0); 4]), (None, Some(7.0)));
+        // Reads not known: neither side.
+        assert_eq!(worst_by_reads(&worst, &[None; 4]), (None, None));
+    }
 
     #[test]
     fn steal_over_windows_sums_their_ticks() {

@@ -205,14 +205,8 @@ pub mod proc_stats {
     /// dirtied through a memory map), minus writes cancelled by truncation.
     pub fn write_bytes() -> u64 {
         let s = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
-        let field = |name: &str| -> u64 {
-            s.lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0)
-        };
-        field("write_bytes:").saturating_sub(field("cancelled_write_bytes:"))
+        let field = |name: &str| crate::report::proc_io_field(&s, name).unwrap_or(0);
+        field("write_bytes").saturating_sub(field("cancelled_write_bytes"))
     }
     /// Minor and major page faults of this process so far (0, 0 if
     /// getrusage fails).
