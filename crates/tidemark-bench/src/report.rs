@@ -169,14 +169,17 @@ pub fn device_read_bytes() -> Option<u64> {
 pub fn worst_by_reads(worst_ms: &[f64], reads: &[Option<u64>]) -> (Option<f64>, Option<f64>) {
     let (mut with, mut without): (Option<f64>, Option<f64>) = (None, None);
     for (s, &w) in worst_ms.iter().enumerate() {
-        let near = [reads.get(s), reads.get(s + 1)];
-        if near.iter().any(|r| matches!(r, Some(Some(b)) if *b > 0)) {
-            with = Some(with.map_or(w, |x| x.max(w)));
-        } else if near.iter().all(|r| matches!(r, Some(Some(0)) | None))
-            && matches!(reads.get(s), Some(Some(0)))
-        {
-            without = Some(without.map_or(w, |x| x.max(w)));
-        }
+        // The next second's count; past the last second, nothing was read.
+        let next = reads.get(s + 1).copied().unwrap_or(Some(0));
+        let cur = reads.get(s).copied().flatten();
+        let side = if cur.is_some_and(|b| b > 0) || next.is_some_and(|b| b > 0) {
+            &mut with
+        } else if cur == Some(0) && next == Some(0) {
+            &mut without
+        } else {
+            continue;
+        };
+        *side = Some(side.map_or(w, |x| x.max(w)));
     }
     (with, without)
 }
