@@ -13,6 +13,13 @@
 //!   checkpoint can reference it after that (ARCHITECTURE.md, "Block
 //!   lifetimes").
 //!
+//! While the data file is being written back to the device, the blocks of
+//! the step in flight are handed out to no one and rewritten by no one
+//! ([`BlockAlloc::set_writing_back`]): the operating system holds their
+//! page-cache pages locked while it queues them, and a `pwrite` into one
+//! waits for the device, holding the file's write lock that every other
+//! writer needs.
+//!
 //! Free space is never written to disk as a separate structure: on open it
 //! is rebuilt as the complement of the blocks the durable checkpoint
 //! references, so it cannot disagree with the tree or leak.
@@ -42,6 +49,36 @@ struct Inner {
     /// Set bits in `fresh`.
     fresh_count: u64,
     limbo: Vec<(u64, u64)>,
+    /// Blocks `[start, end)` of the write-back step in flight, if one is.
+    writing_back: Option<(u64, u64)>,
+}
+
+/// The bits of word `w` (blocks `64 w ..`) that fall in `window`, a
+/// block range `[start, end)`.
+fn window_bits(window: Option<(u64, u64)>, w: u64) -> u64 {
+    let Some((s, e)) = window else { return 0 };
+    let (lo, hi) = (s.max(w * 64), e.min(w * 64 + 64));
+    if lo >= hi {
+        return 0;
+    }
+    let len = hi - lo;
+    let ones = if len == 64 {
+        u64::MAX
+    } else {
+        (1u64 << len) - 1
+    };
+    ones << (lo - w * 64)
+}
+
+/// What [`BlockAlloc::rewritable`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rewrite {
+    /// The block may be written over.
+    Yes,
+    /// A checkpoint references the block (or it is not the page's).
+    NotFresh,
+    /// Fresh, but in the write-back step in flight.
+    WritingBack,
 }
 
 fn bit(v: &[u64], b: u64) -> bool {
@@ -80,6 +117,7 @@ impl BlockAlloc {
             hint: META_BLOCKS,
             fresh_count: 0,
             limbo: Vec::new(),
+            writing_back: None,
         };
         for b in (0..META_BLOCKS).chain(used) {
             if bit(&inner.used, b) {
@@ -95,8 +133,9 @@ impl BlockAlloc {
         })
     }
 
-    /// Hands out a free block. `fresh` blocks may be reused as soon as they
-    /// are freed; checkpoint blocks are not fresh.
+    /// Hands out a free block, never one of the write-back step in flight
+    /// ([`BlockAlloc::set_writing_back`]). `fresh` blocks may be reused as
+    /// soon as they are freed; checkpoint blocks are not fresh.
     pub(crate) fn allocate(&self, fresh: bool) -> u64 {
         let mut g = self.inner.lock();
         let n = g.nblocks;
@@ -107,7 +146,8 @@ impl BlockAlloc {
             let start = g.hint / 64;
             for k in 0..=words {
                 let w = (start + k) % words;
-                let word = g.used.get(w as usize).copied().unwrap_or(0);
+                let word =
+                    g.used.get(w as usize).copied().unwrap_or(0) | window_bits(g.writing_back, w);
                 if word != u64::MAX {
                     let b = w * 64 + u64::from((!word).trailing_zeros());
                     if b < n && b >= META_BLOCKS {
@@ -132,8 +172,34 @@ impl BlockAlloc {
         b
     }
 
+    /// Marks blocks `[start, end)` as the write-back step in flight, or
+    /// (`None`) that no step is. Until the next call, [`allocate`] hands
+    /// none of them out and [`rewritable`] refuses them: a page bound for
+    /// one of them is written to another block instead.
+    ///
+    /// [`allocate`]: BlockAlloc::allocate
+    /// [`rewritable`]: BlockAlloc::rewritable
+    pub(crate) fn set_writing_back(&self, range: Option<(u64, u64)>) {
+        self.inner.lock().writing_back = range.filter(|(s, e)| s < e);
+    }
+
+    /// Whether a page may be written over its own block `b`: `b` is fresh
+    /// (allocated since the last cut, adopted by no checkpoint) and not in
+    /// the write-back step in flight.
+    pub(crate) fn rewritable(&self, b: u64) -> Rewrite {
+        let g = self.inner.lock();
+        if !bit(&g.fresh, b) {
+            Rewrite::NotFresh
+        } else if g.writing_back.is_some_and(|(s, e)| (s..e).contains(&b)) {
+            Rewrite::WritingBack
+        } else {
+            Rewrite::Yes
+        }
+    }
+
     /// Whether `b` is fresh: allocated since the last cut and adopted by
     /// no checkpoint, so no checkpoint references it.
+    #[cfg(test)]
     pub(crate) fn is_fresh(&self, b: u64) -> bool {
         bit(&self.inner.lock().fresh, b)
     }
@@ -243,6 +309,66 @@ impl BlockAlloc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Blocks of the write-back step in flight are not handed out, even
+    /// where the scan would find them first, nor rewritten; once the step
+    /// is over they are.
+    #[test]
+    fn the_write_back_step_in_flight_is_left_alone() {
+        let a = BlockAlloc::new([]).unwrap();
+        let got: Vec<u64> = (0..200).map(|_| a.allocate(true)).collect();
+        assert_eq!(got, (2..202).collect::<Vec<_>>());
+        // Free a run that spans a word boundary (blocks 60..70), and one
+        // block past it.
+        for b in (60..70).chain([100]) {
+            a.free(b, 1);
+        }
+        a.set_writing_back(Some((62, 101)));
+        assert_eq!(
+            a.rewritable(61),
+            Rewrite::NotFresh,
+            "freed: no longer fresh"
+        );
+        assert_eq!(a.rewritable(150), Rewrite::Yes);
+        assert_eq!(a.rewritable(70), Rewrite::WritingBack);
+        assert_eq!(a.rewritable(101), Rewrite::Yes, "the window's end is open");
+        let next: Vec<u64> = (0..3).map(|_| a.allocate(true)).collect();
+        assert_eq!(next, [60, 61, 202], "a block of the step was handed out");
+        a.set_writing_back(None);
+        assert_eq!(a.rewritable(70), Rewrite::Yes);
+        let rest: Vec<u64> = (0..9).map(|_| a.allocate(true)).collect();
+        assert_eq!(rest, [62, 63, 64, 65, 66, 67, 68, 69, 100]);
+        // An empty window is no window.
+        a.set_writing_back(Some((5, 5)));
+        assert_eq!(a.rewritable(5), Rewrite::Yes);
+    }
+
+    /// `window_bits` marks exactly the blocks of the window in each word.
+    #[test]
+    fn window_bits_cover_the_window_and_nothing_else() {
+        for (s, e) in [
+            (0, 1),
+            (3, 64),
+            (0, 64),
+            (63, 65),
+            (10, 200),
+            (64, 128),
+            (130, 131),
+        ] {
+            for w in 0..4u64 {
+                let bits = window_bits(Some((s, e)), w);
+                for i in 0..64 {
+                    let b = w * 64 + i;
+                    assert_eq!(
+                        bits & (1 << i) != 0,
+                        (s..e).contains(&b),
+                        "block {b} of ({s}, {e})"
+                    );
+                }
+            }
+        }
+        assert_eq!(window_bits(None, 0), 0);
+    }
 
     #[test]
     fn fresh_blocks_recycle_at_once_others_wait_for_their_checkpoint() {

@@ -228,10 +228,14 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
         log_segment_size: durable.log_segment_size,
     };
     meta.encode(&mut buf);
+    // Everything the meta page names was made durable by the flush's
+    // `fdatasync` above, so only the meta page's own bytes need to be:
+    // a whole-file sync here would also write every page evicted since,
+    // none of which this checkpoint needs, while writers wait for the
+    // pages it locks.
     e.pager
         .file
-        .write_all_at(&buf, (meta.generation % 2) * e.pager.page_size as u64)?;
-    e.pager.file.sync_data()?;
+        .write_durable_at(&buf, (meta.generation % 2) * e.pager.page_size as u64)?;
     durable.generation = meta.generation;
     durable.log_lsn = log_lsn;
     e.pager.release_through(n);
@@ -323,12 +327,31 @@ const WRITE_BACK_STEP: u64 = 4 << 20;
 /// would fill the device queue while the kernel holds page locks that
 /// writers' `pwrite`s need, stalling them for seconds. In small steps the
 /// queue never fills, writers keep going, and the fsync finds little left.
+///
+/// While a step is in flight, its blocks are handed out to no one and
+/// written over by no one ([`crate::alloc::BlockAlloc::set_writing_back`]):
+/// the kernel locks a step's dirty pages while it queues them, and an
+/// eviction's `pwrite` into one would wait for the device while holding the
+/// file's write lock, and every writer of the file behind it.
 fn write_back_paced(e: &Engine) -> Result<()> {
+    /// Clears the window however the steps end.
+    struct Window<'a>(&'a crate::alloc::BlockAlloc);
+    impl Drop for Window<'_> {
+        fn drop(&mut self) {
+            self.0.set_writing_back(None);
+        }
+    }
     let len = e.pager.file.len()?;
+    let page = e.pager.page_size as u64;
+    let window = Window(&e.pager.alloc);
     let mut off = 0;
     while off < len {
+        let end = off + WRITE_BACK_STEP;
+        window
+            .0
+            .set_writing_back(Some((off / page, end.div_ceil(page))));
         e.pager.file.write_back(off, WRITE_BACK_STEP)?;
-        off += WRITE_BACK_STEP;
+        off = end;
     }
     Ok(())
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::alloc::BlockAlloc;
+use crate::alloc::{BlockAlloc, Rewrite};
 use crate::btree::node;
 use crate::error::{Error, Result};
 use crate::io::FileIo;
@@ -307,6 +307,10 @@ pub(crate) struct PagerCounters {
     /// Of `pages_written`, evictions that wrote a page over its own fresh
     /// block ([`Pager::rewrite_fresh`]).
     pub(crate) pages_rewritten_in_place: AtomicU64,
+    /// Evictions that would have written a page over its own fresh block
+    /// but found that block in the write-back step in flight, and took a
+    /// new one ([`Pager::rewrite_fresh`]).
+    pub(crate) pages_moved_from_write_back: AtomicU64,
     /// Bytes of the data file read for pages.
     pub(crate) bytes_read: AtomicU64,
     /// Leaves merged into a sibling (`Tree::merge_underfull`).
@@ -1005,9 +1009,26 @@ impl Pager {
     /// as for a new block: the bytes written are the page as of the cut.
     /// A failed write leaves the page dirty in its frame and `b` its block,
     /// as it was: only this process's cache ever read that block.
+    ///
+    /// A fresh block in the write-back step in flight is not written over
+    /// (the page takes a new block, and `b` is freed as usual): the
+    /// operating system holds that block's cached pages locked while it
+    /// queues them for the device, and a `pwrite` into them would wait
+    /// for the device while holding the file's write lock, which every
+    /// other writer of the file then waits for.
     pub(crate) fn rewrite_fresh(&self, buf: &mut [u8], b: u64) -> Result<bool> {
-        if b == NO_BLOCK || !self.alloc.is_fresh(b) {
+        if b == NO_BLOCK {
             return Ok(false);
+        }
+        match self.alloc.rewritable(b) {
+            Rewrite::Yes => {}
+            Rewrite::NotFresh => return Ok(false),
+            Rewrite::WritingBack => {
+                self.counters
+                    .pages_moved_from_write_back
+                    .fetch_add(1, Ordering::Relaxed);
+                return Ok(false);
+            }
         }
         self.write_block(buf, b, true)?;
         self.counters

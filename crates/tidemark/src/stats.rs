@@ -175,6 +175,10 @@ pub struct Stats {
     /// which it had taken since the last checkpoint and no checkpoint
     /// references; the others take a new block.
     pub pages_rewritten_in_place: u64,
+    /// Evictions that found the page's own block in the data file's
+    /// write-back step in flight, and wrote the page to a new block
+    /// instead of waiting for the device.
+    pub pages_moved_from_write_back: u64,
     /// Bytes written to the data file, meta pages excluded.
     pub bytes_written: u64,
     /// Bytes read from the data file for pages: a node page stored packed
@@ -376,6 +380,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         pages_read: ld(&e.pager.counters.pages_read),
         pages_written: ld(&e.pager.counters.pages_written),
         pages_rewritten_in_place: ld(&e.pager.counters.pages_rewritten_in_place),
+        pages_moved_from_write_back: ld(&e.pager.counters.pages_moved_from_write_back),
         bytes_written: ld(&e.pager.counters.bytes_written),
         bytes_read: ld(&e.pager.counters.bytes_read),
         pages_evicted_clean: ld(&p.evicted_clean),
@@ -475,6 +480,10 @@ impl Stats {
             ("pages_read", self.pages_read),
             ("pages_written", self.pages_written),
             ("pages_rewritten_in_place", self.pages_rewritten_in_place),
+            (
+                "pages_moved_from_write_back",
+                self.pages_moved_from_write_back,
+            ),
             ("bytes_written", self.bytes_written),
             ("bytes_read", self.bytes_read),
             ("pages_evicted_clean", self.pages_evicted_clean),

@@ -1610,6 +1610,45 @@ mod tests {
         assert_eq!(pool.counters.standby_taken.load(Ordering::SeqCst), 0);
     }
 
+    /// A page whose fresh block is in the write-back step in flight is not
+    /// written over it: the eviction takes a block outside the step, frees
+    /// the old one, and counts the move. Once the step is over, the page is
+    /// written over its (new) own block again.
+    #[test]
+    fn a_page_whose_block_is_being_written_back_moves_out_of_the_step() {
+        let (pool, pager) = setup(64);
+        let at = pager.map.block(1);
+        assert!(
+            pager.alloc.is_fresh(at),
+            "setup's eviction took a fresh block"
+        );
+        let moved = |p: &Pager| {
+            p.counters
+                .pages_moved_from_write_back
+                .load(Ordering::SeqCst)
+        };
+        let used = pager.alloc.used();
+        pager.alloc.set_writing_back(Some((at, at + 1)));
+        bump(&pool, &pager, 1);
+        while evict(&pool, &pager) {}
+        let now = pager.map.block(1);
+        assert_ne!(now, at, "written over a block being written back");
+        assert_eq!(moved(&pager), 1);
+        assert_eq!(read(&pool, &pager, 1), 1, "the move lost the write");
+        assert_eq!(
+            pager.alloc.used(),
+            used,
+            "the old fresh block was not freed"
+        );
+        while evict(&pool, &pager) {}
+        pager.alloc.set_writing_back(None);
+        bump(&pool, &pager, 1);
+        while evict(&pool, &pager) {}
+        assert_eq!(pager.map.block(1), now, "outside a step, the block is kept");
+        assert_eq!(moved(&pager), 1);
+        assert_eq!(read(&pool, &pager, 1), 2);
+    }
+
     /// A page evicted again between two cuts is written over the block its
     /// first eviction gave it: no checkpoint references that block, and the
     /// page takes no other. After a cut, which makes every block so far part
