@@ -18,6 +18,7 @@ mod plots;
 mod read_after_checkpoint;
 mod report;
 mod snapshots;
+mod stalls;
 mod versus;
 mod wal_scaling;
 mod ycsb;
@@ -143,6 +144,11 @@ enum Cmd {
     /// Blocks in use per byte inserted, for keys inserted in order
     /// (ascending, descending, several writers, interleaved streams,
     /// ObjectId documents) against random keys.
+    /// How long this machine keeps a thread from running, with no database:
+    /// one thread pinned to each CPU reads the clock in a loop, alone and
+    /// then touching new memory, and prints its longest gaps (the floor
+    /// under any latency bound here; 60 s a phase, 15 with --quick).
+    Stalls,
     Fill {
         /// Keys (and documents) of each order (default 1,000,000; 200,000
         /// with --quick).
@@ -416,6 +422,11 @@ fn main() -> ExitCode {
             db,
             page_size,
         } => crash_loop::child(&db, seed, cycle, page_size).map(|()| true),
+        Cmd::Stalls => stalls::run(&stalls::Args {
+            quick: cli.quick,
+            json: cli.json,
+            dir: cli.dir,
+        }),
         Cmd::Fill { keys } => fill::run(&fill::Args {
             quick: cli.quick,
             json: cli.json,

@@ -50,7 +50,7 @@ pub struct Probe {
 struct Line(AtomicU64);
 
 /// Pins the calling thread to `cpu`; whether it worked.
-fn pin(cpu: usize) -> bool {
+pub(crate) fn pin(cpu: usize) -> bool {
     // SAFETY: an all-zero `cpu_set_t` is a valid empty set (a plain array
     // of integers); CPU_SET writes one bit inside it, `cpu` being below
     // CPU_SETSIZE (checked here).
