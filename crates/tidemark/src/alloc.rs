@@ -133,26 +133,39 @@ impl BlockAlloc {
         })
     }
 
-    /// Hands out a free block, never one of the write-back step in flight
-    /// ([`BlockAlloc::set_writing_back`]). `fresh` blocks may be reused as
-    /// soon as they are freed; checkpoint blocks are not fresh.
+    /// Hands out a free block, one outside the write-back step in flight
+    /// ([`BlockAlloc::set_writing_back`]) while the file has one; the file
+    /// grows only when it has no free block at all, so a database with
+    /// little room left is never pushed past it by a write-back. `fresh`
+    /// blocks may be reused as soon as they are freed; checkpoint blocks
+    /// are not fresh.
     pub(crate) fn allocate(&self, fresh: bool) -> u64 {
         let mut g = self.inner.lock();
         let n = g.nblocks;
         let mut found = None;
         if g.used_count < n {
-            // Scan 64 blocks per word from the hint, wrapping once.
+            // Scan 64 blocks per word from the hint, wrapping once; with
+            // the step's blocks taken as used, then, if that finds none,
+            // as they are.
             let words = n.div_ceil(64);
             let start = g.hint / 64;
-            for k in 0..=words {
-                let w = (start + k) % words;
-                let word =
-                    g.used.get(w as usize).copied().unwrap_or(0) | window_bits(g.writing_back, w);
-                if word != u64::MAX {
-                    let b = w * 64 + u64::from((!word).trailing_zeros());
-                    if b < n && b >= META_BLOCKS {
-                        found = Some(b);
-                        break;
+            let windows = [g.writing_back, None];
+            let scans = if g.writing_back.is_some() {
+                &windows[..]
+            } else {
+                &windows[1..]
+            };
+            'scans: for window in scans {
+                for k in 0..=words {
+                    let w = (start + k) % words;
+                    let word =
+                        g.used.get(w as usize).copied().unwrap_or(0) | window_bits(*window, w);
+                    if word != u64::MAX {
+                        let b = w * 64 + u64::from((!word).trailing_zeros());
+                        if b < n && b >= META_BLOCKS {
+                            found = Some(b);
+                            break 'scans;
+                        }
                     }
                 }
             }
@@ -332,8 +345,13 @@ mod tests {
         assert_eq!(a.rewritable(150), Rewrite::Yes);
         assert_eq!(a.rewritable(70), Rewrite::WritingBack);
         assert_eq!(a.rewritable(101), Rewrite::Yes, "the window's end is open");
-        let next: Vec<u64> = (0..3).map(|_| a.allocate(true)).collect();
-        assert_eq!(next, [60, 61, 202], "a block of the step was handed out");
+        let next: Vec<u64> = (0..2).map(|_| a.allocate(true)).collect();
+        assert_eq!(next, [60, 61], "a block of the step was handed out");
+        // Only blocks of the step are free now: one of them, rather than
+        // growing the file.
+        assert_eq!(a.allocate(true), 62, "the file grew past a free block");
+        assert_eq!(a.high_water(), 202);
+        a.free(62, 1);
         a.set_writing_back(None);
         assert_eq!(a.rewritable(70), Rewrite::Yes);
         let rest: Vec<u64> = (0..9).map(|_| a.allocate(true)).collect();
