@@ -28,7 +28,13 @@ pub struct Args {
     /// Sample where the host has put the CPUs while the load runs
     /// ([`crate::placement`]).
     pub placement_probe: bool,
+    /// Wait for the machine to stop pausing before the first insert
+    /// ([`crate::stalls::settle`]).
+    pub settle: bool,
 }
+
+/// Most time spent waiting for the machine to settle.
+const SETTLE_MAX: Duration = Duration::from_secs(45);
 
 const KEY_LEN: usize = 16;
 const VALUE_LEN: usize = 100;
@@ -75,6 +81,13 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             a.threads,
             db.page_size()
         );
+    }
+
+    // Memory an earlier run freed makes the host pause the machine for a
+    // while; the inserts start once it has stopped.
+    let settled = a.settle.then(|| crate::stalls::settle(SETTLE_MAX));
+    if let (false, Some(st)) = (a.json, &settled) {
+        eprintln!("{}", st.line());
     }
 
     // Per-second sampler.
@@ -267,6 +280,9 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 r("far_median_over_near_median")
             );
         }
+        if let Some(st) = &settled {
+            println!("{}", st.line());
+        }
         println!("{:<36} {:>14}", "page size bytes", s.page_size);
         println!("{:<36} {:>14}", "inserts", per_thread * a.threads);
         println!("{:<36} {:>14.1}", "elapsed s", elapsed.as_secs_f64());
@@ -360,6 +376,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     if let Some((_, split)) = placement {
         figures["placement"] = split;
     }
+    figures["settle"] = settled.map_or(serde_json::Value::Null, |st| st.json());
     drop(t);
     db.close()?;
     Ok(report::finish(

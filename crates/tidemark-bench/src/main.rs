@@ -89,6 +89,11 @@ enum Cmd {
         /// default: it spins both CPUs briefly at each sample.
         #[arg(long)]
         placement_probe: bool,
+        /// Start inserting at once, without first waiting (up to 45 s)
+        /// for the machine to stop pausing after memory an earlier run
+        /// freed.
+        #[arg(long)]
+        no_settle: bool,
     },
     /// Idle checkpoint time vs cache size; writer latency during a checkpoint (pathology 3).
     Checkpoint {
@@ -141,14 +146,14 @@ enum Cmd {
         #[arg(long)]
         docs: Option<u64>,
     },
-    /// Blocks in use per byte inserted, for keys inserted in order
-    /// (ascending, descending, several writers, interleaved streams,
-    /// ObjectId documents) against random keys.
     /// How long this machine keeps a thread from running, with no database:
     /// one thread pinned to each CPU reads the clock in a loop, alone and
     /// then touching new memory, and prints its longest gaps (the floor
     /// under any latency bound here; 60 s a phase, 15 with --quick).
     Stalls,
+    /// Blocks in use per byte inserted, for keys inserted in order
+    /// (ascending, descending, several writers, interleaved streams,
+    /// ObjectId documents) against random keys.
     Fill {
         /// Keys (and documents) of each order (default 1,000,000; 200,000
         /// with --quick).
@@ -353,7 +358,9 @@ fn main() -> ExitCode {
             stats_log,
             page_size,
             placement_probe,
+            no_settle,
         } => cache_pressure::run(&cache_pressure::Args {
+            settle: !no_settle,
             checkpoint_secs,
             write_back_secs,
             stats_log,

@@ -99,13 +99,21 @@ fn detail(workload: &str, f: &Value) -> Option<Vec<String>> {
                 .enumerate()
                 .min_by(|x, y| x.1.total_cmp(y.1))
                 .map(|(i, w)| (*w, i + 1))?;
-            Some(vec![format!(
+            let mut lines = vec![format!(
                 "inserts/s {}; 1-s windows: median {}, slowest {} (second {at} of {})",
                 thousands(num(&f["ops_per_s"])?),
                 thousands(num(&f["median_window"])?),
                 thousands(slowest),
                 windows.len()
-            )])
+            )];
+            let st = &f["settle"];
+            if let (Some(w), Some(q)) = (num(&st["waited_s"]), st["quiet"].as_bool()) {
+                lines.push(format!(
+                    "started after {w:.1} s waiting for the machine to stop pausing ({})",
+                    if q { "it did" } else { "it had not" }
+                ));
+            }
+            Some(lines)
         }
         "checkpoint" => {
             let w = &f["writer"];
@@ -280,6 +288,12 @@ mod tests {
         assert_eq!(
             detail("cache-pressure", &cp).unwrap(),
             ["inserts/s 150.0k; 1-s windows: median 152.0k, slowest 99.0k (second 2 of 3)"]
+        );
+        let mut settled = cp.clone();
+        settled["settle"] = json!({"waited_s": 17.54, "quiet": true});
+        assert_eq!(
+            detail("cache-pressure", &settled).unwrap()[1],
+            "started after 17.5 s waiting for the machine to stop pausing (it did)"
         );
         let ws = json!({
             "write_paired_rounds": {"threads": 4, "rounds": [

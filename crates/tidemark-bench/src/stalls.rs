@@ -118,6 +118,84 @@ fn phase(cpus: usize, secs: Duration, cap: usize) -> (Vec<Gaps>, bool) {
     (all, pinned)
 }
 
+/// Length of one settling probe window: longer than the 2 s period at
+/// which Linux reports freed memory to the host (`PAGE_REPORTING_DELAY`
+/// in `mm/page_reporting.c`), so a window sees a report's pause whenever
+/// reports are still going out.
+const SETTLE_WINDOW: Duration = Duration::from_millis(2500);
+
+/// Longest gap a settling window may show for the machine to count as
+/// quiet: above this machine's usual spin gaps (4-7 ms), well under the
+/// 25-40 ms pauses seen while freed memory is being reported.
+const SETTLE_GAP: Duration = Duration::from_millis(10);
+
+/// What [`settle`] saw.
+#[derive(Clone, Copy, Debug)]
+pub struct Settled {
+    /// Time spent probing.
+    pub waited: Duration,
+    /// Windows probed.
+    pub windows: u32,
+    /// Longest gap of the last window, on any CPU.
+    pub last_longest: Duration,
+    /// The last window was quiet; false if `max` ran out first.
+    pub quiet: bool,
+}
+
+impl Settled {
+    /// The figures for a workload's JSON.
+    pub fn json(&self) -> serde_json::Value {
+        json!({
+            "waited_s": self.waited.as_secs_f64(),
+            "windows": self.windows,
+            "last_longest_gap_ms": self.last_longest.as_secs_f64() * 1e3,
+            "quiet": self.quiet,
+        })
+    }
+    /// One line for a workload's table.
+    pub fn line(&self) -> String {
+        format!(
+            "machine {} after {:.1} s of probing (longest gap of the last {:.1} s window: {:.1} ms)",
+            if self.quiet { "quiet" } else { "still pausing" },
+            self.waited.as_secs_f64(),
+            SETTLE_WINDOW.as_secs_f64(),
+            self.last_longest.as_secs_f64() * 1e3
+        )
+    }
+}
+
+/// Waits, for at most about `max`, until the machine stops pausing: probes
+/// windows of [`SETTLE_WINDOW`] with one spinning thread pinned to each CPU
+/// (the spin phase of `stalls`) until one shows no gap over
+/// [`SETTLE_GAP`].
+///
+/// On these VMs, memory a process frees (a benchmark's database deleted
+/// at its end: the page cache of its files) is reported to the host every
+/// 2 s, and while the reports go out the host stops both virtual CPUs for
+/// 25-40 ms at each (BENCHMARKS.md, cache-pressure, "Pauses after memory
+/// is freed, waited out"). A latency workload started right after another
+/// would time the previous one's clean-up; it calls this first. The time
+/// it waited and the last window's gap are printed with its figures.
+pub fn settle(max: Duration) -> Settled {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let start = Instant::now();
+    let mut windows = 0;
+    loop {
+        let (gaps, _) = phase(cpus, SETTLE_WINDOW, 0);
+        windows += 1;
+        let longest = gaps.iter().map(|g| g.longest).max().unwrap_or_default();
+        let quiet = longest <= SETTLE_GAP;
+        if quiet || start.elapsed() + SETTLE_WINDOW > max {
+            return Settled {
+                waited: start.elapsed(),
+                windows,
+                last_longest: longest,
+                quiet,
+            };
+        }
+    }
+}
+
 pub fn run(a: &Args) -> BoxResult<bool> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let secs = Duration::from_secs(if a.quick { 15 } else { 60 });
@@ -208,6 +286,21 @@ mod tests {
         }
         assert_eq!(g.longest, Duration::from_millis(51));
         assert_eq!((g.over_5ms, g.over_20ms, g.over_50ms), (4, 2, 1));
+    }
+
+    /// Settling probes one whole window at least, and no more windows
+    /// than its bound leaves room for, quiet or not.
+    #[test]
+    fn settling_probes_a_window_and_keeps_to_its_bound() {
+        let st = settle(Duration::ZERO);
+        assert_eq!(st.windows, 1);
+        assert!(st.waited >= SETTLE_WINDOW);
+        assert_eq!(st.quiet, st.last_longest <= SETTLE_GAP);
+        let max = SETTLE_WINDOW * 2;
+        let st = settle(max);
+        assert!((1..=2).contains(&st.windows), "{} windows", st.windows);
+        // It gives up only when another window would pass the bound.
+        assert!(st.quiet || st.waited + SETTLE_WINDOW > max);
     }
 
     /// The touch phase touches no more than its cap, and a spin phase none.
