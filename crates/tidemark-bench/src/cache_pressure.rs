@@ -40,6 +40,13 @@ const KEY_LEN: usize = 16;
 const VALUE_LEN: usize = 100;
 
 pub fn run(a: &Args) -> BoxResult<bool> {
+    // Memory an earlier run freed makes the host pause the machine for a
+    // while; the database is opened, and its periodic checkpoints timed,
+    // once that has stopped.
+    let settled = a.settle.then(|| crate::stalls::settle(SETTLE_MAX));
+    if let (false, Some(st)) = (a.json, &settled) {
+        eprintln!("{}", st.line());
+    }
     let dir = tempfile::tempdir_in(&a.dir)?;
     let cache = a.cache_mb << 20;
     let db = tidemark::Builder::new()
@@ -81,13 +88,6 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             a.threads,
             db.page_size()
         );
-    }
-
-    // Memory an earlier run freed makes the host pause the machine for a
-    // while; the inserts start once it has stopped.
-    let settled = a.settle.then(|| crate::stalls::settle(SETTLE_MAX));
-    if let (false, Some(st)) = (a.json, &settled) {
-        eprintln!("{}", st.line());
     }
 
     // Per-second sampler.
