@@ -28,8 +28,8 @@ pub struct Args {
     /// Sample where the host has put the CPUs while the load runs
     /// ([`crate::placement`]).
     pub placement_probe: bool,
-    /// Wait for the machine to stop pausing before the first insert
-    /// ([`crate::stalls::settle`]).
+    /// Wait for the machine to stop pausing before the database is
+    /// opened ([`crate::stalls::settle`]).
     pub settle: bool,
 }
 
