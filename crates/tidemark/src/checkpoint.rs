@@ -286,6 +286,13 @@ fn flush(e: &Engine) -> Result<()> {
 /// [`flush`] on the calling thread.
 fn flush_here(e: &Engine) -> Result<()> {
     let written = e.pager.counters.bytes_written.load(Ordering::Relaxed);
+    // Room the growing file will soon need is taken now, before the
+    // flush's writes make the device slow to answer the file system's
+    // reads; while they are in flight, the preparer defers growth. A
+    // failure is left, as the preparer's are, to the writers' own
+    // admission, which reports a full disk.
+    let _ = e.pager.grow_before_flush();
+    let _flushing = e.pager.flush_guard();
     write_back_paced(e)?;
     e.pager.file.sync_data()?;
     e.ckpt.synced_bytes.store(written, Ordering::Relaxed);

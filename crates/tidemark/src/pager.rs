@@ -196,6 +196,20 @@ fn grow_step(have: u64) -> u64 {
 /// checkpoint gives segments back.
 const PREPARE_HEADROOM: u64 = crate::db::DEFAULT_CHECKPOINT_LOG_SIZE;
 
+/// While the data file is flushed, [`Pager::prepare_ahead`] grows it only
+/// when fewer than this many blocks (64 MiB of pages of 16 KiB) are left
+/// beyond what allocation keeps ahead ([`Pager::ensure_room`]'s terms).
+const FLUSH_GROWTH_FLOOR: u64 = 4096;
+
+/// Clears [`Pager`]'s flush mark when dropped ([`Pager::flush_guard`]).
+pub(crate) struct FlushGuard<'a>(&'a AtomicBool);
+
+impl Drop for FlushGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// What a running checkpoint knows about a page it must write.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Pending {
@@ -354,6 +368,11 @@ pub(crate) struct Pager {
     /// have been populated by [`Pager::prepare_ahead`].
     populated: AtomicU64,
     pace: Mutex<PopulatePace>,
+    /// Whether the data file is being flushed (a checkpoint's or a
+    /// write-back's steps and `fdatasync`, [`Pager::flush_guard`]): growing
+    /// the file then waits for the device behind the flush's writes while
+    /// holding the file's write lock ([`Pager::prepare_ahead`]).
+    flushing: AtomicBool,
     /// Free blocks the last write admission asked for (see
     /// [`Pager::ensure_space`]); allocations keep half as much again
     /// ahead, so writers seldom grow the file themselves.
@@ -426,6 +445,7 @@ impl Pager {
             stored: StoredLens::new(),
             populated: AtomicU64::new(file_blocks),
             pace: Mutex::new(PopulatePace::new(file_blocks, Instant::now())),
+            flushing: AtomicBool::new(false),
             reserve: AtomicU64::new(0),
             pids: Mutex::new(PidFree {
                 free: free_pids,
@@ -770,27 +790,21 @@ impl Pager {
         let page = self.page_size as u64;
         let r = self.reserve.load(Ordering::Relaxed);
         let ahead = self.alloc.growth_ahead();
-        let want = self.alloc.used() + r + r / 2 + ahead;
+        let used = self.alloc.used();
+        let want = used + r + r / 2 + ahead;
         // Only while new pages are being written: an idle or rewrite-only
         // database grows as its writers need, and a file just shrunk by
-        // `compact` stays as it is.
-        if ahead > 0 && self.file_blocks.load(Ordering::Acquire) < want {
-            let _g = self.grow.lock();
-            let have = self.file_blocks.load(Ordering::Acquire);
-            // Growing ahead is a convenience: it never takes the file
-            // system's free space below PREPARE_HEADROOM, which stays for
-            // the log and for the writers' own admission.
-            let allowed = match self.file.free_space()? {
-                Some(free) => have + free.saturating_sub(PREPARE_HEADROOM) / page,
-                None => u64::MAX,
-            };
-            let want = want.min(allowed);
-            if have < want {
-                let step = grow_step(have).min(allowed).max(want);
-                let len = self.grow_exactly(have, want, step)?;
-                self.file_blocks.store(len, Ordering::Release);
-                self.review_os_cache();
-            }
+        // `compact` stays as it is. While the file is flushed, only when
+        // allocation is about to need the room: the file system may have
+        // to read its free-space bitmaps to grow the file, behind the
+        // flush's writes, holding the file's write lock meanwhile, and
+        // every eviction's `pwrite` waits for it (ext4 on a busy virtual
+        // disk: 190-330 ms; BENCHMARKS.md, cache-pressure, "Growth kept out
+        // of the flush"). [`Pager::grow_before_flush`] made room before it.
+        let deferred = self.flushing.load(Ordering::Acquire)
+            && self.file_blocks.load(Ordering::Acquire) >= used + r + r / 2 + FLUSH_GROWTH_FLOOR;
+        if ahead > 0 && !deferred {
+            self.grow_ahead_to(want)?;
         }
         if !populate {
             return Ok(false);
@@ -819,6 +833,54 @@ impl Pager {
             .populated
             .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire);
         Ok(urgent && to < have)
+    }
+
+    /// Grows the file, by at least the usual step, to `want` blocks if it
+    /// is shorter, never taking the file system's free space below
+    /// [`PREPARE_HEADROOM`]: growing ahead is a convenience, and that
+    /// space stays for the log and for the writers' own admission.
+    fn grow_ahead_to(&self, want: u64) -> Result<()> {
+        if self.file_blocks.load(Ordering::Acquire) >= want {
+            return Ok(());
+        }
+        let page = self.page_size as u64;
+        let _g = self.grow.lock();
+        let have = self.file_blocks.load(Ordering::Acquire);
+        let allowed = match self.file.free_space()? {
+            Some(free) => have + free.saturating_sub(PREPARE_HEADROOM) / page,
+            None => u64::MAX,
+        };
+        let want = want.min(allowed);
+        if have < want {
+            let step = grow_step(have).min(allowed).max(want);
+            let len = self.grow_exactly(have, want, step)?;
+            self.file_blocks.store(len, Ordering::Release);
+            self.review_os_cache();
+        }
+        Ok(())
+    }
+
+    /// Called by a flush of the data file before its first write: grows
+    /// the file now, while the device is not yet busy with the flush, if
+    /// the growing file ([`Pager::prepare_ahead`]'s terms) has less than
+    /// half a step of room left, so that the preparer's next step is not
+    /// due while the flush runs.
+    pub(crate) fn grow_before_flush(&self) -> Result<()> {
+        let ahead = self.alloc.growth_ahead();
+        if ahead == 0 {
+            return Ok(());
+        }
+        let r = self.reserve.load(Ordering::Relaxed);
+        let have = self.file_blocks.load(Ordering::Acquire);
+        let half_step = (grow_step(have) - have) / 2;
+        self.grow_ahead_to(self.alloc.used() + r + r / 2 + ahead + half_step)
+    }
+
+    /// Marks the data file as being flushed until the guard is dropped
+    /// (see [`Pager::prepare_ahead`]).
+    pub(crate) fn flush_guard(&self) -> FlushGuard<'_> {
+        self.flushing.store(true, Ordering::Release);
+        FlushGuard(&self.flushing)
     }
 
     /// Preallocates the file to at least `need` blocks, by the usual step
@@ -1151,6 +1213,77 @@ mod tests {
         }
         while p.prepare_ahead(true).unwrap() {}
         assert_eq!(p.file_blocks(), len, "no growth once rewrites free blocks");
+    }
+
+    /// While the file is flushed, growth waits unless allocation is about
+    /// to need the room; once the flush ends it catches up.
+    #[test]
+    fn growth_waits_for_the_flush_while_room_is_left() {
+        let (_f, p) = pager_with_new_blocks(20_000);
+        // Room for more blocks than the flush floor, fewer than the next
+        // epoch's 20,000 (no write admitted: no reserve).
+        let used = p.alloc.used();
+        p.grow_ahead_to(used + FLUSH_GROWTH_FLOOR + 1_000).unwrap();
+        let have = p.file_blocks();
+        assert!(
+            have >= used + FLUSH_GROWTH_FLOOR,
+            "{have} blocks for {used}"
+        );
+        assert!(
+            have < used + p.alloc.growth_ahead(),
+            "{have} blocks for {used}"
+        );
+        {
+            let _flushing = p.flush_guard();
+            while p.prepare_ahead(false).unwrap() {}
+            assert_eq!(p.file_blocks(), have, "grew during the flush");
+        }
+        while p.prepare_ahead(false).unwrap() {}
+        assert!(
+            p.file_blocks() >= used + 20_000,
+            "{} blocks after the flush",
+            p.file_blocks()
+        );
+    }
+
+    /// With less room left than the floor, the flush does not hold growth
+    /// back: allocation would otherwise grow the file on a writer's path.
+    #[test]
+    fn growth_goes_on_during_a_flush_when_room_runs_short() {
+        let (_f, p) = pager_with_new_blocks(20_000);
+        let used = p.alloc.used();
+        let have = p.file_blocks();
+        assert!(have < used + FLUSH_GROWTH_FLOOR, "{have} blocks for {used}");
+        let _flushing = p.flush_guard();
+        while p.prepare_ahead(false).unwrap() {}
+        assert!(
+            p.file_blocks() >= used + 20_000,
+            "{} blocks",
+            p.file_blocks()
+        );
+    }
+
+    /// Before a flush, a growing file is given half a step beyond what the
+    /// preparer keeps; a file that is not growing is left as it is.
+    #[test]
+    fn a_growing_file_is_grown_before_a_flush() {
+        let (_f, p) = pager_with_new_blocks(20_000);
+        while p.prepare_ahead(false).unwrap() {}
+        let want = p.alloc.used() + p.alloc.growth_ahead();
+        let have = p.file_blocks();
+        p.grow_before_flush().unwrap();
+        let half_step = (grow_step(have) - have) / 2;
+        assert!(
+            p.file_blocks() >= want + half_step,
+            "{} blocks, {want} wanted, half a step {half_step}",
+            p.file_blocks()
+        );
+        assert!(!p.flushing.load(Ordering::Acquire));
+
+        p.alloc.clear_fresh();
+        let len = p.file_blocks();
+        p.grow_before_flush().unwrap();
+        assert_eq!(p.file_blocks(), len, "grew with no new pages written");
     }
 
     #[test]
