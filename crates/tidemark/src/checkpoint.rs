@@ -21,7 +21,9 @@
 //!    last durable checkpoint, with the values as of the cut, and the chunk
 //!    directory. Push the file's cached writes to the device in 4 MiB
 //!    steps (so one huge fsync never fills the device queue), then
-//!    `fdatasync`, both on a thread of low CPU priority (see [`flush`]).
+//!    `fdatasync`, both on a thread of low CPU priority (see [`flush`]);
+//!    a growing file is grown first, and not while the steps run
+//!    (`Pager::grow_before_flush`).
 //!    Then sync the log and write capped collections' pending ring records
 //!    (see `capped`), and sync the ring files. (The cut, gate closed, first
 //!    writes each ring's in-memory state into its `$collections` value.)
