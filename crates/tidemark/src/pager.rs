@@ -788,10 +788,7 @@ impl Pager {
     /// wait.
     pub(crate) fn prepare_ahead(&self, populate: bool) -> Result<bool> {
         let page = self.page_size as u64;
-        let r = self.reserve.load(Ordering::Relaxed);
-        let ahead = self.alloc.growth_ahead();
-        let used = self.alloc.used();
-        let want = used + r + r / 2 + ahead;
+        let (kept, ahead) = self.growth_terms();
         // Only while new pages are being written: an idle or rewrite-only
         // database grows as its writers need, and a file just shrunk by
         // `compact` stays as it is. While the file is flushed, only when
@@ -799,12 +796,12 @@ impl Pager {
         // to read its free-space bitmaps to grow the file, behind the
         // flush's writes, holding the file's write lock meanwhile, and
         // every eviction's `pwrite` waits for it (ext4 on a busy virtual
-        // disk: 190-330 ms; BENCHMARKS.md, cache-pressure, "Growth kept out
+        // disk: 190-550 ms; BENCHMARKS.md, cache-pressure, "Growth kept out
         // of the flush"). [`Pager::grow_before_flush`] made room before it.
         let deferred = self.flushing.load(Ordering::Acquire)
-            && self.file_blocks.load(Ordering::Acquire) >= used + r + r / 2 + FLUSH_GROWTH_FLOOR;
+            && self.file_blocks.load(Ordering::Acquire) >= kept + FLUSH_GROWTH_FLOOR;
         if ahead > 0 && !deferred {
-            self.grow_ahead_to(want)?;
+            self.grow_ahead_to(kept + ahead)?;
         }
         if !populate {
             return Ok(false);
@@ -817,6 +814,7 @@ impl Pager {
         // (a checkpoint of that many dirty pages would take them all in a
         // second or two). The rest at the pace of the file's growth.
         let high = self.alloc.high_water();
+        let r = self.reserve.load(Ordering::Relaxed);
         let soon = r.saturating_sub(high.saturating_sub(self.alloc.used()));
         let urgent = from
             < high
@@ -869,14 +867,22 @@ impl Pager {
     /// flush of 5.5 s used it up (BENCHMARKS.md, "Growth kept out of the
     /// flush").
     pub(crate) fn grow_before_flush(&self) -> Result<()> {
-        let ahead = self.alloc.growth_ahead();
+        let (kept, ahead) = self.growth_terms();
         if ahead == 0 {
             return Ok(());
         }
-        let r = self.reserve.load(Ordering::Relaxed);
         let have = self.file_blocks.load(Ordering::Acquire);
-        let step = grow_step(have) - have;
-        self.grow_ahead_to(self.alloc.used() + r + r / 2 + ahead + step)
+        self.grow_ahead_to(kept + ahead + (grow_step(have) - have))
+    }
+
+    /// What growing ahead aims at, in blocks: what allocation keeps ahead
+    /// (the blocks in use, the room write admissions ask for and half as
+    /// much again, as in [`Pager::ensure_room`]), and the room the next
+    /// epoch will take beyond what its checkpoint gives back
+    /// ([`BlockAlloc::growth_ahead`]).
+    fn growth_terms(&self) -> (u64, u64) {
+        let r = self.reserve.load(Ordering::Relaxed);
+        (self.alloc.used() + r + r / 2, self.alloc.growth_ahead())
     }
 
     /// Marks the data file as being flushed until the guard is dropped
