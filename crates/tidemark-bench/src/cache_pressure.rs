@@ -31,7 +31,16 @@ pub struct Args {
     /// Wait for the machine to stop pausing before the database is
     /// opened ([`crate::stalls::settle`]).
     pub settle: bool,
+    /// Watch for the machine stopping its CPUs while the load runs
+    /// ([`crate::freezes`]), and set the slow inserts beside it.
+    pub freeze_probe: bool,
 }
+
+/// An insert at least this slow is kept, with when it began, for the
+/// freeze probe's comparison.
+const SLOW: Duration = Duration::from_millis(5);
+/// At most this many slow inserts are kept per thread.
+const SLOW_KEPT_MAX: usize = 100_000;
 
 /// Most time spent waiting for the machine to settle.
 const SETTLE_MAX: Duration = Duration::from_secs(45);
@@ -126,36 +135,63 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let read_at_start = report::device_read_bytes();
     let start = Instant::now();
     let probe = crate::placement::start_if(a.placement_probe, a.json, start);
+    let freeze_probe = if a.freeze_probe {
+        let p = crate::freezes::start(start);
+        if !a.json {
+            eprintln!(
+                "freeze probe: {}",
+                match &p {
+                    None => "needs threads that can be pinned; not run",
+                    Some(p) if p.realtime => "one SCHED_FIFO thread per CPU",
+                    Some(_) => "one thread per CPU, at normal priority (SCHED_FIFO was refused)",
+                }
+            );
+        }
+        p
+    } else {
+        None
+    };
     let workers: Vec<_> = (0..a.threads)
         .map(|w| {
             let (t, done, claimed) = (t.clone(), done.clone(), claimed.clone());
-            std::thread::spawn(move || -> tidemark::Result<Vec<u64>> {
-                let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed + w as u64);
-                // Worst insert (ns) of each second since the start, by
-                // the second the insert began in.
-                let mut worst: Vec<u64> = Vec::new();
-                let mut value = [0u8; VALUE_LEN];
-                while claimed.fetch_add(1, Ordering::Relaxed) < total {
-                    let k: u64 = rng.gen();
-                    let key = format!("{k:016x}");
-                    rng.fill(&mut value[..]);
-                    let t0 = Instant::now();
-                    t.put(key.as_bytes(), value)?;
-                    let ns = t0.elapsed().as_nanos() as u64;
-                    let sec = t0.duration_since(start).as_secs() as usize;
-                    if worst.len() <= sec {
-                        worst.resize(sec + 1, 0);
+            std::thread::spawn(
+                move || -> tidemark::Result<(Vec<u64>, Vec<crate::freezes::Span>)> {
+                    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed + w as u64);
+                    // Worst insert (ns) of each second since the start, by
+                    // the second the insert began in.
+                    let mut worst: Vec<u64> = Vec::new();
+                    // Inserts of at least `SLOW`: (began, ended), in seconds
+                    // since the start.
+                    let mut slow = Vec::new();
+                    let mut value = [0u8; VALUE_LEN];
+                    while claimed.fetch_add(1, Ordering::Relaxed) < total {
+                        let k: u64 = rng.gen();
+                        let key = format!("{k:016x}");
+                        rng.fill(&mut value[..]);
+                        let t0 = Instant::now();
+                        t.put(key.as_bytes(), value)?;
+                        let ns = t0.elapsed().as_nanos() as u64;
+                        let sec = t0.duration_since(start).as_secs() as usize;
+                        if worst.len() <= sec {
+                            worst.resize(sec + 1, 0);
+                        }
+                        worst[sec] = worst[sec].max(ns);
+                        if ns >= SLOW.as_nanos() as u64 && slow.len() < SLOW_KEPT_MAX {
+                            let began = t0.duration_since(start).as_secs_f64();
+                            slow.push((began, began + ns as f64 / 1e9));
+                        }
+                        done.fetch_add(1, Ordering::Relaxed);
                     }
-                    worst[sec] = worst[sec].max(ns);
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(worst)
-            })
+                    Ok((worst, slow))
+                },
+            )
         })
         .collect();
     let mut worst_by_sec: Vec<u64> = Vec::new();
+    let mut slow: Vec<crate::freezes::Span> = Vec::new();
     for w in workers {
-        let v = w.join().map_err(|_| msg("writer panicked"))??;
+        let (v, s) = w.join().map_err(|_| msg("writer panicked"))??;
+        slow.extend(s);
         if worst_by_sec.len() < v.len() {
             worst_by_sec.resize(v.len(), 0);
         }
@@ -173,6 +209,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         .zip(read_at_start)
         .map(|(r, r0)| r.saturating_sub(r0) as f64 / 1048576.0);
     let placement_samples = probe.map(crate::placement::Probe::finish);
+    let freezes = freeze_probe.map(|p| {
+        let realtime = p.realtime;
+        freeze_figures(&p.finish(), &slow, worst_ns as f64 / 1e6, realtime)
+    });
     stop.store(true, Ordering::Relaxed);
     let (windows, steal, reads) = sampler.join().map_err(|_| msg("sampler panicked"))?;
     let s = db.stats();
@@ -283,6 +323,9 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         if let Some(st) = &settled {
             println!("{}", st.line());
         }
+        if let Some(f) = &freezes {
+            print_freezes(f);
+        }
         println!("{:<36} {:>14}", "page size bytes", s.page_size);
         println!("{:<36} {:>14}", "inserts", per_thread * a.threads);
         println!("{:<36} {:>14.1}", "elapsed s", elapsed.as_secs_f64());
@@ -376,6 +419,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     if let Some((_, split)) = placement {
         figures["placement"] = split;
     }
+    figures["freeze_probe"] = freezes.unwrap_or(serde_json::Value::Null);
     figures["settle"] = settled.map_or(serde_json::Value::Null, |st| st.json());
     drop(t);
     db.close()?;
@@ -386,4 +430,133 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         figures,
         &targets,
     ))
+}
+
+/// The freeze probe's figures beside the slow inserts (`slow`: each
+/// insert of at least [`SLOW`], as (began, ended) in seconds) and the
+/// worst insert (`worst_ms`).
+fn freeze_figures(
+    per_cpu: &[Vec<crate::freezes::Span>],
+    slow: &[crate::freezes::Span],
+    worst_ms: f64,
+    realtime: bool,
+) -> serde_json::Value {
+    use crate::freezes::{all_at_once, overlap};
+    let all = all_at_once(per_cpu);
+    let ms = |(a, b): crate::freezes::Span| (b - a) * 1000.0;
+    let longest_one = per_cpu.iter().flatten().map(|&s| ms(s)).fold(0.0, f64::max);
+    // Each slow insert beside the time every CPU was stopped during it.
+    let stopped: Vec<(f64, f64)> = slow
+        .iter()
+        .map(|&(a, b)| (ms((a, b)), overlap(&all, a, b) * 1000.0))
+        .collect();
+    let worst = stopped
+        .iter()
+        .copied()
+        .fold(None, |acc: Option<(f64, f64)>, x| match acc {
+            Some(w) if w.0 >= x.0 => Some(w),
+            _ => Some(x),
+        });
+    // The worst slow insert no such stop fell in (`None`: every slow
+    // insert had one, or none was slow).
+    let worst_clear = stopped
+        .iter()
+        .filter(|&&(_, st)| st == 0.0)
+        .map(|&(d, _)| d)
+        .fold(None, |acc: Option<f64>, d| {
+            Some(acc.map_or(d, |x| x.max(d)))
+        });
+    json!({
+        "realtime": realtime,
+        "late_ms_min": 4,
+        "slow_insert_ms_min": SLOW.as_millis() as u64,
+        "spans_by_cpu": per_cpu.iter().map(Vec::len).collect::<Vec<_>>(),
+        "longest_one_cpu_ms": longest_one,
+        "all_cpus_spans": all.len(),
+        "all_cpus_longest_ms": all.iter().map(|&s| ms(s)).fold(0.0, f64::max),
+        "all_cpus_total_ms": all.iter().map(|&s| ms(s)).sum::<f64>(),
+        "all_cpus_at": all.iter().map(|&(a, b)| [(a * 1000.0).round() / 1000.0, ((b - a) * 1e4).round() / 10.0]).collect::<Vec<_>>(),
+        "slow_inserts": slow.len(),
+        "slow_inserts_with_all_cpus_stopped": stopped.iter().filter(|&&(_, st)| st > 0.0).count(),
+        "worst_insert_ms": worst_ms,
+        "worst_insert_all_cpus_stopped_ms": worst.map(|w| w.1),
+        "worst_insert_without_all_cpus_stopped_ms": worst_clear,
+    })
+}
+
+fn print_freezes(f: &serde_json::Value) {
+    let n = |k: &str| f[k].as_f64().map_or("-".into(), |x| format!("{x:.1}"));
+    println!(
+        "{:<36} {:>14}",
+        "freeze probe at real-time priority",
+        if f["realtime"].as_bool() == Some(true) {
+            "yes"
+        } else {
+            "NO"
+        }
+    );
+    println!(
+        "{:<36} {:>14}",
+        "all CPUs stopped: times / longest ms",
+        format!("{}/{}", f["all_cpus_spans"], n("all_cpus_longest_ms"))
+    );
+    println!(
+        "{:<36} {:>14}",
+        "one CPU stopped, longest ms",
+        n("longest_one_cpu_ms")
+    );
+    println!(
+        "{:<36} {:>14}",
+        "slow inserts (>= 5 ms) / in a stop",
+        format!(
+            "{}/{}",
+            f["slow_inserts"], f["slow_inserts_with_all_cpus_stopped"]
+        )
+    );
+    println!(
+        "{:<36} {:>14}",
+        "worst insert: all CPUs stopped ms",
+        n("worst_insert_all_cpus_stopped_ms")
+    );
+    println!(
+        "{:<36} {:>14}",
+        "worst insert with no stop in it ms",
+        f["worst_insert_without_all_cpus_stopped_ms"]
+            .as_f64()
+            .map_or("< 5".into(), |x| format!("{x:.1}"))
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slow insert is set beside the time every CPU was stopped inside
+    /// it; the worst insert with no such stop is the worst of the others.
+    #[test]
+    fn slow_inserts_are_split_by_the_stops_inside_them() {
+        let per_cpu = vec![
+            vec![(10.000, 10.030), (20.000, 20.010)],
+            vec![(10.010, 10.040), (30.000, 30.050)],
+        ];
+        let slow = vec![(9.995, 10.035), (19.999, 20.012), (40.0, 40.008)];
+        let f = freeze_figures(&per_cpu, &slow, 40.0, true);
+        assert_eq!(f["all_cpus_spans"], 1);
+        assert!((f["all_cpus_longest_ms"].as_f64().unwrap() - 20.0).abs() < 1e-6);
+        assert!((f["longest_one_cpu_ms"].as_f64().unwrap() - 50.0).abs() < 1e-6);
+        assert_eq!(f["slow_inserts_with_all_cpus_stopped"], 1);
+        assert!((f["worst_insert_all_cpus_stopped_ms"].as_f64().unwrap() - 20.0).abs() < 1e-6);
+        // 20.010 was one CPU's stop only: it counts as clear.
+        assert!(
+            (f["worst_insert_without_all_cpus_stopped_ms"]
+                .as_f64()
+                .unwrap()
+                - 13.0)
+                .abs()
+                < 1e-6
+        );
+        // Every slow insert in a stop: nothing clear to report.
+        let f = freeze_figures(&per_cpu, &slow[..1], 40.0, true);
+        assert!(f["worst_insert_without_all_cpus_stopped_ms"].is_null());
+    }
 }

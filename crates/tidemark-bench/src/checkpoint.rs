@@ -124,6 +124,18 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
     // taking a virtual CPU shows here.
     let mut steal_base = report::Steal::default();
     let mut steal_during = report::Steal::default();
+    // The writer's operations in each kind of window, the checkpoint's
+    // shadow copies (a writer's copy of a page the checkpoint had not
+    // captured yet), and the writer thread's own page faults and
+    // preemptions: where its tail beside a checkpoint comes from.
+    let mut met_base = report::WindowCounts::default();
+    let mut met_during = report::WindowCounts::default();
+    let reading = |db: &tidemark::Database| {
+        (
+            db.stats().checkpoint_shadow_copies,
+            report::thread_faults_and_preemptions(),
+        )
+    };
     let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
     let small = vec![0x11u8; VALUE_LEN];
     // Each round's baseline and checkpoint windows, as seconds since
@@ -143,6 +155,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
         let ticks = report::cpu_ticks();
         let mut lat = Vec::new();
         let base_from = at();
+        let before = reading(&db);
         let t_end = Instant::now() + Duration::from_millis(if a.quick { 1500 } else { 3000 });
         while Instant::now() < t_end {
             let k = rng.gen_range(0..n);
@@ -150,6 +163,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
             t.put(format!("{k:016}"), &small)?;
             lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
         }
+        met_base.add(lat.len() as u64, before, reading(&db));
         let base_window = (base_from, at());
         steal_base.add(ticks, report::cpu_ticks());
         base_p50.push(report::percentile(&mut lat, 50.0));
@@ -158,6 +172,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
         // During a checkpoint.
         let ticks = report::cpu_ticks();
         let during_from = at();
+        let before = reading(&db);
         let running = Arc::new(AtomicBool::new(true));
         let ck = {
             let (db, running) = (db.clone(), running.clone());
@@ -175,6 +190,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
             t.put(format!("{k:016}"), &small)?;
             lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
         }
+        met_during.add(lat.len() as u64, before, reading(&db));
         windows.push([base_window, (during_from, at())]);
         steal_during.add(ticks, report::cpu_ticks());
         let took = ck.join().map_err(|_| msg("checkpoint thread panicked"))??;
@@ -200,6 +216,14 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
         json!({ "rounds": rows, "samples": samples.len() })
     });
     let m = |v: &mut Vec<f64>| report::median(v);
+    let met = |c: &report::WindowCounts| {
+        json!({
+            "ops": c.ops,
+            "shadow_copies_per_1000_ops": c.per_k(c.engine),
+            "page_faults_per_1000_ops": c.per_k(c.faults),
+            "preemptions_per_1000_ops": c.per_k(c.preemptions),
+        })
+    };
     Ok(json!({
         "placement": placement,
         "cache_mb": cache_mb, "rounds": rounds,
@@ -207,6 +231,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
         "baseline_p50_us": m(&mut base_p50), "baseline_p99_us": m(&mut base_p99),
         "during_p50_us": m(&mut during_p50), "during_p99_us": m(&mut during_p99),
         "baseline_checkpoints": baseline_checkpoints,
+        "met": { "baseline": met(&met_base), "during": met(&met_during) },
         "baseline_steal_pct": steal_base.pct(),
         "during_steal_pct": steal_during.pct(),
     }))
@@ -276,6 +301,26 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             w["during_p99_us"].as_f64().unwrap_or(0.0),
             steal("during_steal_pct")
         );
+        println!("what the writer met, per 1,000 of its operations (all rounds):");
+        println!(
+            "{:>22} {:>10} {:>14} {:>12} {:>12}",
+            "", "ops", "shadow copies", "page faults", "preemptions"
+        );
+        for (label, k) in [
+            ("no checkpoint", "baseline"),
+            ("during checkpoint", "during"),
+        ] {
+            let m = &w["met"][k];
+            let f = |n: &str| m[n].as_f64().unwrap_or(0.0);
+            println!(
+                "{:>22} {:>10} {:>14.1} {:>12.2} {:>12.2}",
+                label,
+                m["ops"],
+                f("shadow_copies_per_1000_ops"),
+                f("page_faults_per_1000_ops"),
+                f("preemptions_per_1000_ops")
+            );
+        }
     }
     if let (false, Some(rows)) = (a.json, w["placement"]["rounds"].as_array()) {
         println!("writer p99 by round, beside the share of placement samples taken with the CPUs far apart:");

@@ -10,6 +10,7 @@ mod checkpoint;
 mod crash_loop;
 mod engines;
 mod fill;
+mod freezes;
 mod import_export;
 mod memcg;
 mod pathologies;
@@ -94,6 +95,14 @@ enum Cmd {
         /// freed.
         #[arg(long)]
         no_settle: bool,
+        /// Watch for the machine stopping its CPUs while the load runs: a
+        /// thread pinned to each CPU at real-time priority wakes every
+        /// millisecond and notes each wake over 4 ms late; prints the
+        /// times every CPU was stopped at once and how much of the worst
+        /// insert fell in one. Off by default: the wakes shorten other
+        /// threads' waits for a CPU, so such a run is not the plain load.
+        #[arg(long)]
+        freeze_probe: bool,
     },
     /// Idle checkpoint time vs cache size; writer latency during a checkpoint (pathology 3).
     Checkpoint {
@@ -359,8 +368,10 @@ fn main() -> ExitCode {
             page_size,
             placement_probe,
             no_settle,
+            freeze_probe,
         } => cache_pressure::run(&cache_pressure::Args {
             settle: !no_settle,
+            freeze_probe,
             checkpoint_secs,
             write_back_secs,
             stats_log,

@@ -184,6 +184,54 @@ pub fn worst_by_reads(worst_ms: &[f64], reads: &[Option<u64>]) -> (Option<f64>, 
     (with, without)
 }
 
+/// The calling thread's minor page faults and involuntary context
+/// switches (switched out while it could still run) so far, from
+/// `getrusage(RUSAGE_THREAD)`; `None` if the call fails.
+pub fn thread_faults_and_preemptions() -> Option<(u64, u64)> {
+    // SAFETY: rusage is a plain C struct of integers, for which all-zero
+    // bytes are a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage; RUSAGE_THREAD is valid on
+    // Linux, the only system the benchmarks build for.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return None;
+    }
+    Some((ru.ru_minflt as u64, ru.ru_nivcsw as u64))
+}
+
+/// What one thread met over several windows: operations, a counter of
+/// the engine's read around each, and [`thread_faults_and_preemptions`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WindowCounts {
+    pub ops: u64,
+    pub engine: u64,
+    pub faults: u64,
+    pub preemptions: u64,
+}
+
+impl WindowCounts {
+    /// Adds a window of `ops` operations between two readings of
+    /// `(engine counter, thread_faults_and_preemptions())`.
+    pub fn add(
+        &mut self,
+        ops: u64,
+        before: (u64, Option<(u64, u64)>),
+        after: (u64, Option<(u64, u64)>),
+    ) {
+        self.ops += ops;
+        self.engine += after.0.saturating_sub(before.0);
+        if let (Some((f0, p0)), Some((f1, p1))) = (before.1, after.1) {
+            self.faults += f1.saturating_sub(f0);
+            self.preemptions += p1.saturating_sub(p0);
+        }
+    }
+
+    /// `n` per 1,000 operations.
+    pub fn per_k(&self, n: u64) -> f64 {
+        1000.0 * n as f64 / self.ops.max(1) as f64
+    }
+}
+
 /// CPU time and steal summed over several windows (each a pair of
 /// [`cpu_ticks`] readings), for one steal figure over all of them.
 #[derive(Clone, Copy, Debug, Default)]
