@@ -450,6 +450,18 @@ fn freeze_figures(
         .iter()
         .map(|&(a, b)| (ms((a, b)), overlap(&all, a, b) * 1000.0))
         .collect();
+    // The longest any one CPU was stopped inside each slow insert (the
+    // insert may have run on it; a kernel without preemption lets a long
+    // section of kernel code hold a CPU from a real-time thread too).
+    let one_cpu: Vec<f64> = slow
+        .iter()
+        .map(|&(a, b)| {
+            per_cpu
+                .iter()
+                .map(|spans| overlap(spans, a, b) * 1000.0)
+                .fold(0.0, f64::max)
+        })
+        .collect();
     let worst = stopped
         .iter()
         .copied()
@@ -466,7 +478,17 @@ fn freeze_figures(
         .fold(None, |acc: Option<f64>, d| {
             Some(acc.map_or(d, |x| x.max(d)))
         });
+    // The ten slowest: when each began (s), how long it took, how long
+    // every CPU was stopped in it and the longest one CPU was (ms).
+    let mut slowest: Vec<[f64; 4]> = slow
+        .iter()
+        .zip(stopped.iter().zip(&one_cpu))
+        .map(|(&(a, _), (&(d, st), &one))| [(a * 1000.0).round() / 1000.0, d, st, one])
+        .collect();
+    slowest.sort_by(|x, y| y[1].total_cmp(&x[1]));
+    slowest.truncate(10);
     json!({
+        "slowest_inserts": slowest,
         "realtime": realtime,
         "late_ms_min": 4,
         "slow_insert_ms_min": SLOW.as_millis() as u64,
@@ -480,6 +502,7 @@ fn freeze_figures(
         "slow_inserts_with_all_cpus_stopped": stopped.iter().filter(|&&(_, st)| st > 0.0).count(),
         "worst_insert_ms": worst_ms,
         "worst_insert_all_cpus_stopped_ms": worst.map(|w| w.1),
+        "worst_insert_one_cpu_stopped_ms": slowest.first().map(|w| w[3]),
         "worst_insert_without_all_cpus_stopped_ms": worst_clear,
     })
 }
@@ -507,6 +530,11 @@ fn print_freezes(f: &serde_json::Value) {
     );
     println!(
         "{:<36} {:>14}",
+        "worst insert: one CPU stopped ms",
+        n("worst_insert_one_cpu_stopped_ms")
+    );
+    println!(
+        "{:<36} {:>14}",
         "slow inserts (>= 5 ms) / in a stop",
         format!(
             "{}/{}",
@@ -525,6 +553,21 @@ fn print_freezes(f: &serde_json::Value) {
             .as_f64()
             .map_or("< 5".into(), |x| format!("{x:.1}"))
     );
+    if let Some(s) = f["slowest_inserts"].as_array() {
+        println!(
+            "slowest inserts (at s: ms, all CPUs / one CPU stopped ms): {}",
+            s.iter()
+                .map(|x| format!(
+                    "{:.1}: {:.1}, {:.1}/{:.1}",
+                    x[0].as_f64().unwrap_or(0.0),
+                    x[1].as_f64().unwrap_or(0.0),
+                    x[2].as_f64().unwrap_or(0.0),
+                    x[3].as_f64().unwrap_or(0.0)
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
 }
 
 #[cfg(test)]
@@ -558,5 +601,16 @@ mod tests {
         // Every slow insert in a stop: nothing clear to report.
         let f = freeze_figures(&per_cpu, &slow[..1], 40.0, true);
         assert!(f["worst_insert_without_all_cpus_stopped_ms"].is_null());
+        // The slowest first, each with its start and its stop.
+        let f = freeze_figures(&per_cpu, &slow, 40.0, true);
+        let s = f["slowest_inserts"].as_array().unwrap();
+        assert_eq!(s.len(), 3);
+        assert_eq!(s[0][0], 9.995);
+        assert!((s[0][2].as_f64().unwrap() - 20.0).abs() < 1e-6);
+        // CPU 0 stopped 10.000-10.030 and CPU 1 10.010-10.040: 30 ms of
+        // the first insert's 40 ms on one CPU, 25 ms on the other.
+        assert!((s[0][3].as_f64().unwrap() - 30.0).abs() < 1e-6);
+        assert!((f["worst_insert_one_cpu_stopped_ms"].as_f64().unwrap() - 30.0).abs() < 1e-6);
+        assert!(s[1][1].as_f64().unwrap() >= s[2][1].as_f64().unwrap());
     }
 }

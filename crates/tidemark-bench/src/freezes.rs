@@ -143,10 +143,11 @@ fn intersect(a: &[Span], b: &[Span]) -> Vec<Span> {
 
 /// How long `spans` cover of the interval `(from, to)`, in seconds.
 pub fn overlap(spans: &[Span], from: f64, to: f64) -> f64 {
+    // A fold from +0.0: an empty float sum is -0.0, printed as such.
     spans
         .iter()
         .map(|&(a, b)| (b.min(to) - a.max(from)).max(0.0))
-        .sum()
+        .fold(0.0, |acc, x| acc + x)
 }
 
 #[cfg(test)]

@@ -496,7 +496,8 @@ mod tests {
     fn sweeps_visit_every_position_they_claimed_in_order() {
         let (pool, _pager) = setup(64);
         while pool.clock_span() < 40 {
-            pool.take_free(&_pager).expect("64 frames");
+            pool.take_free(&_pager, crate::cache::Take::Spaced)
+                .expect("64 frames");
         }
         pool.hand.store(0, Ordering::SeqCst);
         // Stops after 5, as a sweep does at a dirty page.

@@ -81,6 +81,17 @@ pub(crate) enum FrameState {
     Standby,
 }
 
+/// Which free frame [`BufferPool::take_free`] prefers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    /// For a page: frames given back wait until an eighth of the frames
+    /// do, so that the frames in use stay a prefix and a page's frame sits
+    /// far from the CLOCK hand.
+    Spaced,
+    /// For a checkpoint's shadow copy: any frame given back first.
+    GivenBackFirst,
+}
+
 /// The last cleaning of a frame's page by a paced sweep.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Cleaned {
@@ -468,7 +479,7 @@ impl BufferPool {
     /// A new, empty, dirty page for `pid`, latched for writing. The caller
     /// initialises its bytes.
     pub(crate) fn new_page<'a>(&'a self, pager: &'a Pager, pid: u64) -> Result<PageWrite<'a>> {
-        let fi = self.acquire_frame(pager)?;
+        let fi = self.acquire_frame(pager, Take::Spaced)?;
         let mut g = self.frames[fi as usize].latch.write();
         if !pager.map.claim_frame(pid, fi) {
             self.release_frame(fi, g);
@@ -492,7 +503,7 @@ impl BufferPool {
         pager: &Pager,
         pid: u64,
     ) -> Result<Option<(u32, RwLockWriteGuard<'a, FrameData>)>> {
-        let fi = self.acquire_frame(pager)?;
+        let fi = self.acquire_frame(pager, Take::Spaced)?;
         let mut g = self.frames[fi as usize].latch.write();
         if !pager.map.claim_frame(pid, fi) {
             self.release_frame(fi, g);
@@ -540,9 +551,16 @@ impl BufferPool {
     /// pages per victim (cache-pressure: 3.3-3.6 frames examined per
     /// eviction against 2.9). Waiting longer also keeps a page in standby
     /// longer.
-    fn take_free(&self, pager: &Pager) -> Option<u32> {
+    ///
+    /// With `Take::GivenBackFirst` a frame given back is taken whenever
+    /// the queue has one: for a checkpoint's shadow copy, which the sweep
+    /// never visits and which goes back once the checkpoint has written
+    /// it, so the spacing above does not apply; and a frame given back has
+    /// its buffer's memory touched already, where a frame never used would
+    /// take its page faults in the writer's copy, under the page's latch.
+    fn take_free(&self, pager: &Pager, take: Take) -> Option<u32> {
         let n = self.frames.len();
-        if self.free.len() >= n / 8 {
+        if take == Take::GivenBackFirst || self.free.len() >= n / 8 {
             if let Some(fi) = self.pop_free(pager) {
                 return Some(fi);
             }
@@ -655,14 +673,14 @@ impl BufferPool {
     /// Takes a free frame, evicting if there is none. An application thread
     /// that would take usage above a trigger first evicts a page itself and
     /// takes that page's frame, which leaves usage where it was.
-    fn acquire_frame(&self, pager: &Pager) -> Result<u32> {
+    fn acquire_frame(&self, pager: &Pager, take: Take) -> Result<u32> {
         if let Some(fi) = self.help(pager, 1) {
             self.prepare(fi);
             return Ok(fi);
         }
         let mut waited: Option<Instant> = None;
         loop {
-            if let Some(fi) = self.take_free(pager) {
+            if let Some(fi) = self.take_free(pager, take) {
                 let used = self.used.fetch_add(1, Ordering::AcqRel) + 1;
                 self.counters.peak_used.fetch_max(used, Ordering::Relaxed);
                 if used > self.wake_at() {
@@ -836,7 +854,7 @@ impl BufferPool {
                 pager.dirty_list.lock().push(g.pid);
             }
         } else if g.dirty_epoch < e {
-            let fi = self.acquire_frame(pager)?;
+            let fi = self.acquire_frame(pager, Take::GivenBackFirst)?;
             {
                 let mut s = self.frames[fi as usize].latch.write();
                 s.state = FrameState::Shadow;
@@ -1201,7 +1219,7 @@ mod loom_tests {
             let reader = loom::thread::spawn(move || assert_eq!(read(&p1, &g1, 1), 0));
             let (p2, g2) = (pool.clone(), pager.clone());
             let writer = loom::thread::spawn(move || bump(&p2, &g2, 2));
-            if let Some(fi) = pool.take_free(&pager) {
+            if let Some(fi) = pool.take_free(&pager, Take::Spaced) {
                 pool.used.fetch_add(1, Ordering::AcqRel);
                 let g = pool.frames[fi as usize].latch.write();
                 pool.release_frame(fi, g);
@@ -1329,6 +1347,33 @@ mod tests {
         assert_eq!(wakes(), 1, "not woken past wake_at");
     }
 
+    /// A checkpoint's shadow copy takes a frame given back while one
+    /// waits, however few wait, where a page takes a frame never used
+    /// until an eighth of the frames wait: the writer's copy then lands in
+    /// memory already touched, and the frames used stay a prefix.
+    #[test]
+    fn a_shadow_takes_a_frame_given_back_before_one_never_used() {
+        let (pool, pager) = setup(64);
+        // `setup` cached two pages and evicted them: frames 0 and 1 wait.
+        assert_eq!(pool.clock_span(), 2);
+        let shadow = pool
+            .take_free(&pager, Take::GivenBackFirst)
+            .expect("two frames wait");
+        assert!(shadow < 2, "took frame {shadow}, never used");
+        assert_eq!(pool.clock_span(), 2);
+        // One frame waits, fewer than 64 / 8: a page's frame is a new one.
+        let page = pool.take_free(&pager, Take::Spaced).expect("62 never used");
+        assert_eq!(page, 2);
+        assert_eq!(pool.clock_span(), 3);
+        // The last frame waiting goes to a shadow too; with the queue
+        // empty, a shadow takes a frame never used.
+        let last_waiting = pool
+            .take_free(&pager, Take::GivenBackFirst)
+            .expect("one waits");
+        assert!(last_waiting < 2 && last_waiting != shadow);
+        assert_eq!(pool.take_free(&pager, Take::GivenBackFirst), Some(3));
+    }
+
     /// A cache that holds little keeps its pages in a prefix of the frames:
     /// frames given back are taken again once an eighth of the frames wait
     /// in the queue, and CLOCK laps (`clock_span`) cover that prefix, not
@@ -1374,7 +1419,7 @@ mod tests {
         pool.release_frame(fi, g);
         // Every frame not holding a page can still be taken, once.
         let mut taken = Vec::new();
-        while let Some(f) = pool.take_free(&pager) {
+        while let Some(f) = pool.take_free(&pager, Take::Spaced) {
             taken.push(f);
         }
         taken.sort_unstable();
@@ -1448,7 +1493,7 @@ mod tests {
     /// distinct.
     fn take_all(pool: &BufferPool, pager: &Pager) -> Vec<u32> {
         let mut taken = Vec::new();
-        while let Some(f) = pool.take_free(pager) {
+        while let Some(f) = pool.take_free(pager, Take::Spaced) {
             assert_eq!(pool.frames[f as usize].latch.read().state, FrameState::Held);
             taken.push(f);
         }
