@@ -445,50 +445,31 @@ fn freeze_figures(
     let all = all_at_once(per_cpu);
     let ms = |(a, b): crate::freezes::Span| (b - a) * 1000.0;
     let longest_one = per_cpu.iter().flatten().map(|&s| ms(s)).fold(0.0, f64::max);
-    // Each slow insert beside the time every CPU was stopped during it.
-    let stopped: Vec<(f64, f64)> = slow
-        .iter()
-        .map(|&(a, b)| (ms((a, b)), overlap(&all, a, b) * 1000.0))
-        .collect();
-    // The longest any one CPU was stopped inside each slow insert (the
-    // insert may have run on it; a kernel without preemption lets a long
-    // section of kernel code hold a CPU from a real-time thread too).
-    let one_cpu: Vec<f64> = slow
+    // Each slow insert, slowest first: when it began (s), how long it
+    // took, how long every CPU was stopped in it, and the longest any one
+    // CPU was (ms; the insert may have run on that one).
+    let mut rows: Vec<[f64; 4]> = slow
         .iter()
         .map(|&(a, b)| {
-            per_cpu
+            let one = per_cpu
                 .iter()
                 .map(|spans| overlap(spans, a, b) * 1000.0)
-                .fold(0.0, f64::max)
+                .fold(0.0, f64::max);
+            [
+                (a * 1000.0).round() / 1000.0,
+                ms((a, b)),
+                overlap(&all, a, b) * 1000.0,
+                one,
+            ]
         })
         .collect();
-    let worst = stopped
-        .iter()
-        .copied()
-        .fold(None, |acc: Option<(f64, f64)>, x| match acc {
-            Some(w) if w.0 >= x.0 => Some(w),
-            _ => Some(x),
-        });
-    // The worst slow insert no such stop fell in (`None`: every slow
-    // insert had one, or none was slow).
-    let worst_clear = stopped
-        .iter()
-        .filter(|&&(_, st)| st == 0.0)
-        .map(|&(d, _)| d)
-        .fold(None, |acc: Option<f64>, d| {
-            Some(acc.map_or(d, |x| x.max(d)))
-        });
-    // The ten slowest: when each began (s), how long it took, how long
-    // every CPU was stopped in it and the longest one CPU was (ms).
-    let mut slowest: Vec<[f64; 4]> = slow
-        .iter()
-        .zip(stopped.iter().zip(&one_cpu))
-        .map(|(&(a, _), (&(d, st), &one))| [(a * 1000.0).round() / 1000.0, d, st, one])
-        .collect();
-    slowest.sort_by(|x, y| y[1].total_cmp(&x[1]));
-    slowest.truncate(10);
+    rows.sort_by(|x, y| y[1].total_cmp(&x[1]));
+    // The worst slow insert no stop of every CPU fell in (`None`: every
+    // slow insert had one, or none was slow).
+    let worst_clear = rows.iter().find(|r| r[2] == 0.0).map(|r| r[1]);
+    let worst = rows.first().copied();
     json!({
-        "slowest_inserts": slowest,
+        "slowest_inserts": &rows[..rows.len().min(10)],
         "realtime": realtime,
         "late_ms_min": 4,
         "slow_insert_ms_min": SLOW.as_millis() as u64,
@@ -496,13 +477,13 @@ fn freeze_figures(
         "longest_one_cpu_ms": longest_one,
         "all_cpus_spans": all.len(),
         "all_cpus_longest_ms": all.iter().map(|&s| ms(s)).fold(0.0, f64::max),
-        "all_cpus_total_ms": all.iter().map(|&s| ms(s)).sum::<f64>(),
+        "all_cpus_total_ms": all.iter().map(|&s| ms(s)).fold(0.0, |t, x| t + x),
         "all_cpus_at": all.iter().map(|&(a, b)| [(a * 1000.0).round() / 1000.0, ((b - a) * 1e4).round() / 10.0]).collect::<Vec<_>>(),
         "slow_inserts": slow.len(),
-        "slow_inserts_with_all_cpus_stopped": stopped.iter().filter(|&&(_, st)| st > 0.0).count(),
+        "slow_inserts_with_all_cpus_stopped": rows.iter().filter(|r| r[2] > 0.0).count(),
         "worst_insert_ms": worst_ms,
-        "worst_insert_all_cpus_stopped_ms": worst.map(|w| w.1),
-        "worst_insert_one_cpu_stopped_ms": slowest.first().map(|w| w[3]),
+        "worst_insert_all_cpus_stopped_ms": worst.map(|w| w[2]),
+        "worst_insert_one_cpu_stopped_ms": worst.map(|w| w[3]),
         "worst_insert_without_all_cpus_stopped_ms": worst_clear,
     })
 }

@@ -184,19 +184,22 @@ pub fn worst_by_reads(worst_ms: &[f64], reads: &[Option<u64>]) -> (Option<f64>, 
     (with, without)
 }
 
-/// The calling thread's minor page faults and involuntary context
-/// switches (switched out while it could still run) so far, from
-/// `getrusage(RUSAGE_THREAD)`; `None` if the call fails.
-pub fn thread_faults_and_preemptions() -> Option<(u64, u64)> {
+/// `getrusage(who)` (`libc::RUSAGE_SELF` or `libc::RUSAGE_THREAD`);
+/// `None` if the call fails.
+pub fn rusage(who: libc::c_int) -> Option<libc::rusage> {
     // SAFETY: rusage is a plain C struct of integers, for which all-zero
     // bytes are a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is a valid, writable rusage; RUSAGE_THREAD is valid on
-    // Linux, the only system the benchmarks build for.
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
-        return None;
-    }
-    Some((ru.ru_minflt as u64, ru.ru_nivcsw as u64))
+    // SAFETY: `ru` is a valid, writable rusage; both `who` values callers
+    // pass are valid on Linux, the only system the benchmarks build for.
+    (unsafe { libc::getrusage(who, &mut ru) } == 0).then_some(ru)
+}
+
+/// The calling thread's minor page faults and involuntary context
+/// switches (switched out while it could still run) so far; `None` if
+/// `getrusage` fails.
+pub fn thread_faults_and_preemptions() -> Option<(u64, u64)> {
+    rusage(libc::RUSAGE_THREAD).map(|ru| (ru.ru_minflt as u64, ru.ru_nivcsw as u64))
 }
 
 /// What one thread met over several windows: operations, a counter of

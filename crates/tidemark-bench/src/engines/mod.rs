@@ -211,14 +211,7 @@ pub mod proc_stats {
     /// Minor and major page faults of this process so far (0, 0 if
     /// getrusage fails).
     pub fn page_faults() -> (u64, u64) {
-        // SAFETY: rusage is a plain C struct of integers, for which all-zero
-        // bytes are a valid value.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `ru` is a valid, writable rusage; RUSAGE_SELF is valid.
-        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0 {
-            (ru.ru_minflt as u64, ru.ru_majflt as u64)
-        } else {
-            (0, 0)
-        }
+        crate::report::rusage(libc::RUSAGE_SELF)
+            .map_or((0, 0), |ru| (ru.ru_minflt as u64, ru.ru_majflt as u64))
     }
 }
