@@ -22,6 +22,9 @@ pub struct Args {
     /// Sample where the host has put the CPUs through the writer's rounds
     /// ([`crate::placement`]).
     pub placement_probe: bool,
+    /// Add a window per round beside the checkpoint's I/O done without
+    /// the engine ([`crate::io_twin`]).
+    pub io_twin: bool,
 }
 
 const VALUE_LEN: usize = 4000;
@@ -85,6 +88,24 @@ fn idle_checkpoint_us(
     Ok((report::median(&mut times), cached))
 }
 
+/// Latencies (µs) of the writer's random updates, made while `go` says so.
+fn puts_while(
+    t: &tidemark::Table,
+    rng: &mut rand::rngs::SmallRng,
+    n: u64,
+    value: &[u8],
+    go: impl Fn() -> bool,
+) -> tidemark::Result<Vec<f64>> {
+    let mut lat = Vec::new();
+    while go() {
+        let k = rng.gen_range(0..n);
+        let t0 = Instant::now();
+        t.put(format!("{k:016}"), value)?;
+        lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
+    }
+    Ok(lat)
+}
+
 /// Writer latencies (µs) while no checkpoint runs and while one does.
 fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
     let d = tempfile::tempdir_in(&a.dir)?;
@@ -130,6 +151,15 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
     // preemptions: where its tail beside a checkpoint comes from.
     let mut met_base = report::WindowCounts::default();
     let mut met_during = report::WindowCounts::default();
+    // Beside the I/O twin (`--io-twin`): the writer's p50 and p99, and how
+    // long the twin's writes and flush took.
+    let twin = if a.io_twin {
+        Some(crate::io_twin::Twin::create(d.path(), (cache_mb as u64) << 20)?)
+    } else {
+        None
+    };
+    let mut met_twin = report::WindowCounts::default();
+    let (mut twin_p50, mut twin_p99, mut twin_ms) = (Vec::new(), Vec::new(), Vec::new());
     let reading = |db: &tidemark::Database| {
         (
             db.stats().checkpoint_shadow_copies,
@@ -153,22 +183,39 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
         // Baseline: the same writer, no checkpoint.
         let ck0 = db.stats().checkpoints;
         let ticks = report::cpu_ticks();
-        let mut lat = Vec::new();
         let base_from = at();
         let before = reading(&db);
         let t_end = Instant::now() + Duration::from_millis(if a.quick { 1500 } else { 3000 });
-        while Instant::now() < t_end {
-            let k = rng.gen_range(0..n);
-            let t0 = Instant::now();
-            t.put(format!("{k:016}"), &small)?;
-            lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
-        }
+        let mut lat = puts_while(&t, &mut rng, n, &small, || Instant::now() < t_end)?;
         met_base.add(lat.len() as u64, before, reading(&db));
         let base_window = (base_from, at());
         steal_base.add(ticks, report::cpu_ticks());
         base_p50.push(report::percentile(&mut lat, 50.0));
         base_p99.push(report::percentile(&mut lat, 99.0));
         baseline_checkpoints += db.stats().checkpoints - ck0;
+        // Beside the checkpoint's I/O without the engine.
+        if let Some(twin) = &twin {
+            let bytes = db.stats().cache_bytes_dirty;
+            let before = reading(&db);
+            let running = AtomicBool::new(true);
+            let (lat, took) = std::thread::scope(|s| {
+                let h = s.spawn(|| {
+                    let r = twin.checkpoint(bytes);
+                    running.store(false, Ordering::Release);
+                    r
+                });
+                let lat = puts_while(&t, &mut rng, n, &small, || running.load(Ordering::Acquire));
+                // The writer's error first: the twin's thread ends by itself.
+                let took = h.join().map_err(|_| msg("the I/O twin's thread panicked"));
+                (lat, took)
+            });
+            let mut lat = lat?;
+            let took = took??;
+            met_twin.add(lat.len() as u64, before, reading(&db));
+            twin_ms.push(took.as_secs_f64() * 1000.0);
+            twin_p50.push(report::percentile(&mut lat, 50.0));
+            twin_p99.push(report::percentile(&mut lat, 99.0));
+        }
         // During a checkpoint.
         let ticks = report::cpu_ticks();
         let during_from = at();
@@ -183,13 +230,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
                 r.map(|_| t0.elapsed())
             })
         };
-        let mut lat = Vec::new();
-        while running.load(Ordering::Acquire) {
-            let k = rng.gen_range(0..n);
-            let t0 = Instant::now();
-            t.put(format!("{k:016}"), &small)?;
-            lat.push(t0.elapsed().as_nanos() as f64 / 1000.0);
-        }
+        let mut lat = puts_while(&t, &mut rng, n, &small, || running.load(Ordering::Acquire))?;
         met_during.add(lat.len() as u64, before, reading(&db));
         windows.push([base_window, (during_from, at())]);
         steal_during.add(ticks, report::cpu_ticks());
@@ -224,8 +265,15 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
             "preemptions_per_1000_ops": c.per_k(c.preemptions),
         })
     };
+    let io_twin = twin.map(|_| {
+        json!({
+            "p50_us": m(&mut twin_p50), "p99_us": m(&mut twin_p99),
+            "twin_ms": m(&mut twin_ms), "met": met(&met_twin),
+        })
+    });
     Ok(json!({
         "placement": placement,
+        "io_twin": io_twin,
         "cache_mb": cache_mb, "rounds": rounds,
         "dirty_mb_at_checkpoint": m(&mut dirty_mb), "checkpoint_ms": m(&mut ckpt_ms),
         "baseline_p50_us": m(&mut base_p50), "baseline_p99_us": m(&mut base_p99),
@@ -301,16 +349,33 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             w["during_p99_us"].as_f64().unwrap_or(0.0),
             steal("during_steal_pct")
         );
+        let twin = &w["io_twin"];
+        if twin.is_object() {
+            println!(
+                "{:>22} {:>10.1} {:>10.1} {:>12}",
+                "beside its I/O alone",
+                twin["p50_us"].as_f64().unwrap_or(0.0),
+                twin["p99_us"].as_f64().unwrap_or(0.0),
+                "-"
+            );
+            println!(
+                "  (the checkpoint's I/O without the engine, {:.0} ms; p99 there / baseline {:.3})",
+                twin["twin_ms"].as_f64().unwrap_or(0.0),
+                twin["p99_us"].as_f64().unwrap_or(0.0)
+                    / w["baseline_p99_us"].as_f64().unwrap_or(1.0).max(0.001)
+            );
+        }
         println!("what the writer met, per 1,000 of its operations (all rounds):");
         println!(
             "{:>22} {:>10} {:>14} {:>12} {:>12}",
             "", "ops", "shadow copies", "page faults", "preemptions"
         );
-        for (label, k) in [
-            ("no checkpoint", "baseline"),
-            ("during checkpoint", "during"),
-        ] {
-            let m = &w["met"][k];
+        let rows = [
+            ("no checkpoint", &w["met"]["baseline"]),
+            ("during checkpoint", &w["met"]["during"]),
+            ("beside its I/O alone", &twin["met"]),
+        ];
+        for (label, m) in rows.into_iter().filter(|(_, m)| m.is_object()) {
             let f = |n: &str| m[n].as_f64().unwrap_or(0.0);
             println!(
                 "{:>22} {:>10} {:>14.1} {:>12.2} {:>12.2}",

@@ -12,6 +12,7 @@ mod engines;
 mod fill;
 mod freezes;
 mod import_export;
+mod io_twin;
 mod memcg;
 mod pathologies;
 mod placement;
@@ -111,6 +112,14 @@ enum Cmd {
         /// round's p99s beside the share of its samples taken far apart.
         #[arg(long)]
         placement_probe: bool,
+        /// Add a window to each round in which the writer runs beside the
+        /// checkpoint's I/O done without the engine (the dirty set's pages
+        /// copied, checksummed, written to a file of their own and flushed
+        /// as the engine flushes), and print the writer's latency there:
+        /// what the device and the kernel take from the writer whatever
+        /// the engine does. Adds about a second per round.
+        #[arg(long)]
+        io_twin: bool,
     },
     /// Page faults and read throughput right after a checkpoint (pathology 5).
     ReadAfterCheckpoint {
@@ -402,11 +411,15 @@ fn main() -> ExitCode {
             laps: laps.unwrap_or(if cli.quick { 2 } else { 10 }),
             size_test_mb: size_test_mb.unwrap_or(if cli.quick { 16 } else { ring_mb }),
         }),
-        Cmd::Checkpoint { placement_probe } => checkpoint::run(&checkpoint::Args {
+        Cmd::Checkpoint {
+            placement_probe,
+            io_twin,
+        } => checkpoint::run(&checkpoint::Args {
             quick: cli.quick,
             json: cli.json,
             dir: cli.dir,
             placement_probe,
+            io_twin,
         }),
         Cmd::ReadAfterCheckpoint { threads } => {
             read_after_checkpoint::run(&read_after_checkpoint::Args {
