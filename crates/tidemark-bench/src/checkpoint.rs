@@ -154,7 +154,10 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
     // Beside the I/O twin (`--io-twin`): the writer's p50 and p99, and how
     // long the twin's writes and flush took.
     let twin = if a.io_twin {
-        Some(crate::io_twin::Twin::create(d.path(), (cache_mb as u64) << 20)?)
+        Some(crate::io_twin::Twin::create(
+            d.path(),
+            (cache_mb as u64) << 20,
+        )?)
     } else {
         None
     };

@@ -147,9 +147,17 @@ mod tests {
             assert_eq!(crc, crc_fast::crc32_iscsi(&page[8..]), "page {p}");
             assert!(page[8..].iter().any(|&b| b != 0), "page {p} not written");
         }
-        assert!(f[2 * PAGE..].iter().all(|&b| b == 0), "a page past the bytes asked for was written");
+        assert!(
+            f[2 * PAGE..].iter().all(|&b| b == 0),
+            "a page past the bytes asked for was written"
+        );
         // Asked for more than the file holds: the whole file, no growth.
         twin.checkpoint(10 * PAGE as u64).unwrap();
-        assert_eq!(std::fs::metadata(d.path().join("io-twin.data")).unwrap().len(), 3 * PAGE as u64);
+        assert_eq!(
+            std::fs::metadata(d.path().join("io-twin.data"))
+                .unwrap()
+                .len(),
+            3 * PAGE as u64
+        );
     }
 }

@@ -388,3 +388,106 @@ fn scans_while_the_tree_changes(stable: u32, pad: usize, page_size: usize) -> ti
     assert!(report.is_ok(), "{:?}", report.problems);
     s
 }
+
+/// A checkpoint in a cache with frames to spare copies pages into them
+/// before its writes begin (`checkpoint_pages_captured_ahead`), while a
+/// writer goes on changing pages, some before their copy, some after it,
+/// and the dirty target has the worker clean others meanwhile. Its image
+/// alone (the data file opened without the log) must hold exactly the
+/// writes made before the cut: every key at its round's value, and at
+/// the next round's for a prefix of the writer's order, no more.
+#[test]
+fn a_checkpoint_copying_pages_ahead_holds_exactly_the_writes_before_its_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = tidemark::Builder::new()
+        .cache_size(32 << 20)
+        .checkpoint_interval(None)
+        .open(dir.path())
+        .unwrap();
+    let t = db.table("t").unwrap();
+    let keys: Vec<Vec<u8>> = (0..3000u32)
+        .map(|i| format!("k{i:05}").into_bytes())
+        .collect();
+    let value = |round: u8, k: &[u8]| vec![round; 900 + k.len()];
+    for k in &keys {
+        t.put(k, value(0, k)).unwrap();
+    }
+    db.checkpoint().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut copied_ahead = 0;
+    for round in 1..=6u8 {
+        // Every page dirty in this round's epoch.
+        for k in &keys {
+            t.put(k, value(round, k)).unwrap();
+        }
+        let mut order = keys.clone();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.gen_range(0..=i));
+        }
+        let before = db.stats().checkpoint_pages_captured_ahead;
+        let done = AtomicBool::new(false);
+        let next = round + 1;
+        let written = std::thread::scope(|s| {
+            let ck = s.spawn(|| {
+                let r = db.checkpoint();
+                done.store(true, Ordering::Release);
+                r
+            });
+            let mut written = 0;
+            for k in &order {
+                if done.load(Ordering::Acquire) {
+                    break;
+                }
+                t.put(k, value(next, k)).unwrap();
+                written += 1;
+            }
+            ck.join().unwrap().unwrap();
+            written
+        });
+        copied_ahead += db.stats().checkpoint_pages_captured_ahead - before;
+
+        // The image alone: the data file, without a single log segment.
+        let image = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            dir.path().join(tidemark::DATA_FILE),
+            image.path().join(tidemark::DATA_FILE),
+        )
+        .unwrap();
+        let img = tidemark::Database::open(image.path()).unwrap();
+        let got: BTreeMap<Vec<u8>, Vec<u8>> = common::dump(&img.open_table("t").unwrap())
+            .into_iter()
+            .collect();
+        assert!(img.verify().unwrap().is_ok());
+        drop(img);
+        assert_eq!(got.len(), keys.len(), "round {round}: keys lost");
+        // The writes before the cut are a prefix of the writer's order.
+        let at_next = order[..written]
+            .iter()
+            .take_while(|k| got[*k] == value(next, k))
+            .count();
+        for k in &order[at_next..] {
+            assert_eq!(
+                got[k],
+                value(round, k),
+                "round {round}: a key past the cut's prefix ({at_next} of {written} writes) is not at its value before the cut"
+            );
+        }
+        // The live database holds every write, cut or not.
+        for (i, k) in order.iter().enumerate() {
+            let want = if i < written { next } else { round };
+            assert_eq!(
+                t.get(k).unwrap(),
+                Some(value(want, k)),
+                "round {round}: live key"
+            );
+        }
+        // The next round starts from every key at `next`.
+        for k in &order[written..] {
+            t.put(k, value(next, k)).unwrap();
+        }
+        db.checkpoint().unwrap();
+    }
+    assert!(copied_ahead > 0, "no checkpoint copied a page ahead");
+    drop(t);
+    db.close().unwrap();
+}

@@ -107,7 +107,10 @@ pub(crate) struct FrameData {
     pub(crate) dirty: bool,
     /// Epoch in which the current unsaved changes began.
     pub(crate) dirty_epoch: u64,
-    /// Bumped on every modification.
+    /// Bumped on every modification, and never reset: it counts the
+    /// frame's modifications over every page it has held, so a page
+    /// evicted and loaded into the same frame again cannot show the count
+    /// a checkpoint read before (see `checkpoint::capture`).
     pub(crate) modcount: u64,
     /// When the background worker last cleaned a page in this frame:
     /// which page, at what time, and in which checkpoint epoch (see
@@ -527,7 +530,6 @@ impl BufferPool {
         g.state = FrameState::Page;
         g.pid = pid;
         g.dirty = false;
-        g.modcount = 0;
         self.frames[fi as usize].set_content(Content::Clean);
     }
 
@@ -661,6 +663,30 @@ impl BufferPool {
             // and the queue holds them all.
             let _ = self.free.push(fi);
         }
+    }
+
+    /// A free frame for a checkpoint to copy a page into ahead of its
+    /// writes ([`FrameState::Shadow`], for page `pid`, counted in `used`,
+    /// latched in the guard returned), only while usage stays below where
+    /// the eviction worker would be woken, less a 64th of the frames:
+    /// room the cache has spare, never room taken from pages. `None`
+    /// otherwise; never evicts.
+    pub(crate) fn take_for_capture(
+        &self,
+        pager: &Pager,
+        pid: u64,
+    ) -> Option<(u32, RwLockWriteGuard<'_, FrameData>)> {
+        let limit = self.wake_at().saturating_sub(self.cfg.frames / 64);
+        if self.used.load(Ordering::Acquire) + 1 > limit {
+            return None;
+        }
+        let fi = self.take_free(pager, Take::GivenBackFirst)?;
+        let used = self.used.fetch_add(1, Ordering::AcqRel) + 1;
+        self.counters.peak_used.fetch_max(used, Ordering::Relaxed);
+        let mut g = self.frames[fi as usize].latch.write();
+        g.state = FrameState::Shadow;
+        g.pid = pid;
+        Some((fi, g))
     }
 
     /// Frees a shadow frame once the checkpoint has written it.
