@@ -63,9 +63,6 @@ pub(crate) struct CheckpointCounters {
     pub(crate) last_ns: AtomicU64,
     pub(crate) max_ns: AtomicU64,
     pub(crate) pages_written: AtomicU64,
-    /// Pages copied into spare frames before the writes began
-    /// ([`capture_ahead`]).
-    pub(crate) captured_ahead: AtomicU64,
     pub(crate) running: AtomicU64,
     /// Write-backs of the data file between checkpoints
     /// ([`write_back`]).
@@ -206,12 +203,8 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     let mut buf = e.pager.page_buf();
     let mut overrides: HashMap<u64, u64> = HashMap::with_capacity(pids.len());
     let mut written = 0u64;
-    let mut ahead = capture_ahead(e, n, &pids);
-    for &pid in &pids {
+    for pid in pids {
         written += write_shadows(e, n, &mut overrides, &mut buf)?;
-        if ahead.pages.contains_key(&pid) {
-            continue;
-        }
         if let Some(b) = capture(e, pid, n, &mut buf)? {
             overrides.insert(pid, b);
             written += 1;
@@ -219,16 +212,7 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
         }
         written += take_pending(e, pid, n, &mut overrides, &mut buf)?;
     }
-    // Every other page is captured now, so no writer shadows one any more.
     written += write_shadows(e, n, &mut overrides, &mut buf)?;
-    let mut copied: Vec<u64> = ahead.pages.keys().copied().collect();
-    copied.sort_unstable();
-    for pid in copied {
-        if let Some(a) = ahead.pages.remove(&pid) {
-            overrides.insert(pid, write_ahead(e, n, pid, a)?);
-            written += 1;
-        }
-    }
     chunks.extend(overrides.keys().map(|&p| e.pager.chunk_of(p)));
     written += write_map(e, durable, n, next_pid, &chunks, &overrides, &mut buf)?;
     e.pager.state.lock().running = None;
@@ -460,121 +444,33 @@ fn capture(e: &Engine, pid: u64, n: u64, buf: &mut [u8]) -> Result<Option<u64>> 
         let modcount = g.modcount;
         drop(g);
         let b = e.pager.write_new_block(buf, false)?;
-        settle(e, n, pid, f, modcount, b);
-        return Ok(Some(b));
-    }
-}
-
-/// After the cut content of `pid`, copied from frame `f` when its
-/// modification count was `modcount`, was written to block `b`: if the
-/// page has not changed since (the count is the frame's over all its
-/// pages, never reset), it is clean at `b`; otherwise `b` serves this
-/// checkpoint alone, and the page, changed after its copy, is listed
-/// dirty for the next one (a writer changing a page already moved to
-/// epoch `n + 1` does not list it).
-fn settle(e: &Engine, n: u64, pid: u64, f: u32, modcount: u64, b: u64) {
-    let mut g = e.pool.frames[f as usize].latch.write();
-    let here = g.state == crate::cache::FrameState::Page && g.pid == pid && g.dirty;
-    if here && g.modcount == modcount {
-        e.pool.mark_clean(f, &mut g);
-        let old = e.pager.map.swap_block(pid, b);
-        if old != pagemap::NO_BLOCK {
-            e.pager.alloc.free(old, n);
-        }
-    } else {
-        e.pager.alloc.free(b, n + 1);
-        if here && e.pager.map.list_once(pid, n + 1) {
-            e.pager.dirty_list.lock().push(pid);
-        }
-    }
-}
-
-/// A page's cut content copied into a spare frame before the
-/// checkpoint's writes began ([`capture_ahead`]).
-struct Ahead {
-    /// The frame holding the copy ([`crate::cache::FrameState::Shadow`]).
-    copy: u32,
-    /// The page's own frame, and its modification count at the copy.
-    frame: u32,
-    modcount: u64,
-}
-
-/// The copies [`capture_ahead`] made and the checkpoint has not written
-/// yet; their frames go back to the cache however the checkpoint ends.
-struct AheadCopies<'a> {
-    pool: &'a crate::cache::BufferPool,
-    pages: HashMap<u64, Ahead>,
-}
-
-impl Drop for AheadCopies<'_> {
-    fn drop(&mut self) {
-        for (_, a) in self.pages.drain() {
-            self.pool.release_shadow(a.copy);
-        }
-    }
-}
-
-/// Copies dirty pages of epoch `n` into spare frames before any page is
-/// written, from the end of the capture order (`pids`, in the order the
-/// loop captures them) backwards, for as long as the cache has frames to
-/// spare ([`crate::cache::BufferPool::take_for_capture`]). A page not yet
-/// captured when a writer changes it costs that writer a copy of the page
-/// (a shadow, under the page's latch); the pages captured last wait
-/// longest, so those are copied here, each in about the time of a
-/// memory copy where the loop's capture also waits for its write. The
-/// copies are written after the loop.
-fn capture_ahead<'a>(e: &'a Engine, n: u64, pids: &[u64]) -> AheadCopies<'a> {
-    let mut ahead = AheadCopies {
-        pool: &e.pool,
-        pages: HashMap::new(),
-    };
-    for &pid in pids.iter().rev() {
-        let f = e.pager.map.frame(pid);
-        if f == NO_FRAME {
-            continue;
-        }
-        let mut g = e.pool.frames[f as usize].latch.write();
-        let cut_here = g.state == crate::cache::FrameState::Page
+        let mut g = frame.latch.write();
+        if g.state == crate::cache::FrameState::Page
             && g.pid == pid
             && g.dirty
-            && g.dirty_epoch == n;
-        if !cut_here {
-            // Evicted, shadowed or cleaned since the cut: the loop takes
-            // it from where that left it.
-            continue;
+            && g.modcount == modcount
+        {
+            // Unchanged since the capture: the page is clean at `b`. The
+            // count is the frame's over all its pages, never reset, so a
+            // page evicted while `b` was written and loaded into this
+            // frame again, then changed, does not show the count read.
+            e.pool.mark_clean(f, &mut g);
+            let old = e.pager.map.swap_block(pid, b);
+            if old != pagemap::NO_BLOCK {
+                e.pager.alloc.free(old, n);
+            }
+        } else {
+            e.pager.alloc.free(b, n + 1);
+            if g.state == crate::cache::FrameState::Page
+                && g.pid == pid
+                && g.dirty
+                && e.pager.map.list_once(pid, n + 1)
+            {
+                e.pager.dirty_list.lock().push(pid);
+            }
         }
-        let Some((copy, mut c)) = e.pool.take_for_capture(&e.pager, pid) else {
-            break;
-        };
-        c.buf.copy_from_slice(&g.buf);
-        drop(c);
-        g.dirty_epoch = n + 1;
-        ahead.pages.insert(
-            pid,
-            Ahead {
-                copy,
-                frame: f,
-                modcount: g.modcount,
-            },
-        );
+        return Ok(Some(b));
     }
-    e.ckpt
-        .captured_ahead
-        .fetch_add(ahead.pages.len() as u64, Ordering::Relaxed);
-    ahead
-}
-
-/// Writes the copy [`capture_ahead`] made of `pid` to a new block, gives
-/// its frame back, and settles the page; returns the block.
-fn write_ahead(e: &Engine, n: u64, pid: u64, a: Ahead) -> Result<u64> {
-    let written = {
-        let mut c = e.pool.frames[a.copy as usize].latch.write();
-        e.pager.write_new_block(&mut c.buf, false)
-    };
-    e.pool.release_shadow(a.copy);
-    let b = written?;
-    settle(e, n, pid, a.frame, a.modcount, b);
-    Ok(b)
 }
 
 /// Step 3: rewrites changed map chunks and the directory.

@@ -215,9 +215,6 @@ pub struct Stats {
     pub max_cache_wait_us: u64,
     /// Pages copied aside for a running checkpoint before a writer changed them.
     pub checkpoint_shadow_copies: u64,
-    /// Dirty pages a checkpoint copied into spare cache frames before its
-    /// writes began, so that no writer had to copy them.
-    pub checkpoint_pages_captured_ahead: u64,
     /// Evictions that failed with an I/O error.
     pub eviction_errors: u64,
     /// Checkpoints completed (including idle ones).
@@ -403,7 +400,6 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         checkpoint_last_us: ld(&c.last_ns) / 1000,
         checkpoint_max_us: ld(&c.max_ns) / 1000,
         checkpoint_pages_written: ld(&c.pages_written),
-        checkpoint_pages_captured_ahead: ld(&c.captured_ahead),
         tree_leaves_merged: ld(&e.pager.counters.leaves_merged),
         tree_leaves_unlinked: ld(&e.pager.counters.leaves_unlinked),
         tree_branches_merged: ld(&e.pager.counters.branches_merged),
@@ -504,10 +500,6 @@ impl Stats {
             ("app_thread_eviction_us", self.app_thread_eviction_us),
             ("max_cache_wait_us", self.max_cache_wait_us),
             ("checkpoint_shadow_copies", self.checkpoint_shadow_copies),
-            (
-                "checkpoint_pages_captured_ahead",
-                self.checkpoint_pages_captured_ahead,
-            ),
             ("eviction_errors", self.eviction_errors),
             ("checkpoints", self.checkpoints),
             ("checkpoints_idle", self.checkpoints_idle),

@@ -389,15 +389,15 @@ fn scans_while_the_tree_changes(stable: u32, pad: usize, page_size: usize) -> ti
     s
 }
 
-/// A checkpoint in a cache with frames to spare copies pages into them
-/// before its writes begin (`checkpoint_pages_captured_ahead`), while a
-/// writer goes on changing pages, some before their copy, some after it,
-/// and the dirty target has the worker clean others meanwhile. Its image
-/// alone (the data file opened without the log) must hold exactly the
-/// writes made before the cut: every key at its round's value, and at
-/// the next round's for a prefix of the writer's order, no more.
+/// A checkpoint of a large dirty set runs while a writer goes on changing
+/// pages: some before their capture (the writer shadows them first), some
+/// after it (the capture must not then mark them clean), while the dirty
+/// target has the worker clean others. The checkpoint's image alone (the
+/// data file opened without the log) must hold exactly the writes made
+/// before the cut: every key at its round's value, and at the next
+/// round's for a prefix of the writer's order, no more.
 #[test]
-fn a_checkpoint_copying_pages_ahead_holds_exactly_the_writes_before_its_cut() {
+fn a_checkpoint_image_alone_holds_exactly_the_writes_before_its_cut() {
     let dir = tempfile::tempdir().unwrap();
     let db = tidemark::Builder::new()
         .cache_size(32 << 20)
@@ -414,7 +414,7 @@ fn a_checkpoint_copying_pages_ahead_holds_exactly_the_writes_before_its_cut() {
     }
     db.checkpoint().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-    let mut copied_ahead = 0;
+    let mut shadows = 0;
     for round in 1..=6u8 {
         // Every page dirty in this round's epoch.
         for k in &keys {
@@ -424,7 +424,7 @@ fn a_checkpoint_copying_pages_ahead_holds_exactly_the_writes_before_its_cut() {
         for i in (1..order.len()).rev() {
             order.swap(i, rng.gen_range(0..=i));
         }
-        let before = db.stats().checkpoint_pages_captured_ahead;
+        let before = db.stats().checkpoint_shadow_copies;
         let done = AtomicBool::new(false);
         let next = round + 1;
         let written = std::thread::scope(|s| {
@@ -444,7 +444,7 @@ fn a_checkpoint_copying_pages_ahead_holds_exactly_the_writes_before_its_cut() {
             ck.join().unwrap().unwrap();
             written
         });
-        copied_ahead += db.stats().checkpoint_pages_captured_ahead - before;
+        shadows += db.stats().checkpoint_shadow_copies - before;
 
         // The image alone: the data file, without a single log segment.
         let image = tempfile::tempdir().unwrap();
@@ -487,7 +487,7 @@ fn a_checkpoint_copying_pages_ahead_holds_exactly_the_writes_before_its_cut() {
         }
         db.checkpoint().unwrap();
     }
-    assert!(copied_ahead > 0, "no checkpoint copied a page ahead");
+    assert!(shadows > 0, "no writer shadowed a page for a checkpoint");
     drop(t);
     db.close().unwrap();
 }

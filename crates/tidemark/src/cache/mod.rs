@@ -110,7 +110,7 @@ pub(crate) struct FrameData {
     /// Bumped on every modification, and never reset: it counts the
     /// frame's modifications over every page it has held, so a page
     /// evicted and loaded into the same frame again cannot show the count
-    /// a checkpoint read before (see `checkpoint::capture`).
+    /// a checkpoint read at its capture (see `checkpoint::capture`).
     pub(crate) modcount: u64,
     /// When the background worker last cleaned a page in this frame:
     /// which page, at what time, and in which checkpoint epoch (see
@@ -663,30 +663,6 @@ impl BufferPool {
             // and the queue holds them all.
             let _ = self.free.push(fi);
         }
-    }
-
-    /// A free frame for a checkpoint to copy a page into ahead of its
-    /// writes ([`FrameState::Shadow`], for page `pid`, counted in `used`,
-    /// latched in the guard returned), only while usage stays below where
-    /// the eviction worker would be woken, less a 64th of the frames:
-    /// room the cache has spare, never room taken from pages. `None`
-    /// otherwise; never evicts.
-    pub(crate) fn take_for_capture(
-        &self,
-        pager: &Pager,
-        pid: u64,
-    ) -> Option<(u32, RwLockWriteGuard<'_, FrameData>)> {
-        let limit = self.wake_at().saturating_sub(self.cfg.frames / 64);
-        if self.used.load(Ordering::Acquire) + 1 > limit {
-            return None;
-        }
-        let fi = self.take_free(pager, Take::GivenBackFirst)?;
-        let used = self.used.fetch_add(1, Ordering::AcqRel) + 1;
-        self.counters.peak_used.fetch_max(used, Ordering::Relaxed);
-        let mut g = self.frames[fi as usize].latch.write();
-        g.state = FrameState::Shadow;
-        g.pid = pid;
-        Some((fi, g))
     }
 
     /// Frees a shadow frame once the checkpoint has written it.
@@ -1398,6 +1374,46 @@ mod tests {
             .expect("one waits");
         assert!(last_waiting < 2 && last_waiting != shadow);
         assert_eq!(pool.take_free(&pager, Take::GivenBackFirst), Some(3));
+    }
+
+    /// A frame's modification count only grows, whatever pages come and
+    /// go in it: a checkpoint that read a page's count at its capture
+    /// must never find the same count on the page loaded again and changed.
+    #[test]
+    fn a_frames_modification_count_is_not_reset_by_a_new_page() {
+        // Eight frames, two given back by `setup`: each new page takes the
+        // frame that waited longest, so frames are reused at once.
+        let (pool, pager) = setup(8);
+        let (fi, seen) = {
+            let mut w = pool.new_page(&pager, 3).unwrap();
+            crate::btree::node::init_leaf(w.bytes_mut().unwrap(), 3);
+            w.bytes_mut().unwrap();
+            (w.fi, w.g.modcount)
+        };
+        assert!(seen >= 2, "two changes counted, {seen}");
+        while evict(&pool, &pager) {}
+        // Page 3 back, and other pages, until one lands in frame `fi`.
+        let mut reused = false;
+        for pid in [3, 4, 5, 6] {
+            let mut w = if pid == 3 {
+                pool.fix_exclusive(&pager, pid).unwrap()
+            } else {
+                pool.new_page(&pager, pid).unwrap()
+            };
+            if w.fi == fi {
+                assert!(w.g.modcount >= seen, "count fell to {}", w.g.modcount);
+                w.bytes_mut().unwrap();
+                assert!(
+                    w.g.modcount > seen,
+                    "a change on the new page left the count at {seen}"
+                );
+                reused = true;
+                break;
+            }
+            drop(w);
+            while evict(&pool, &pager) {}
+        }
+        assert!(reused, "frame {fi} was never used again");
     }
 
     /// A cache that holds little keeps its pages in a prefix of the frames:
