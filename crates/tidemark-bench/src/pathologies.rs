@@ -117,12 +117,21 @@ fn detail(workload: &str, f: &Value) -> Option<Vec<String>> {
         }
         "checkpoint" => {
             let w = &f["writer"];
-            Some(vec![format!(
+            let mut lines = vec![format!(
                 "writer p99 {:.1} us alone, {:.1} us beside a checkpoint of {:.0} ms",
                 num(&w["baseline_p99_us"])?,
                 num(&w["during_p99_us"])?,
                 num(&w["checkpoint_ms"])?
-            )])
+            )];
+            if let (Some(r), Some(n)) = (
+                num(&w["p99_ratio_without_log_growth"]),
+                w["rounds_without_log_growth"].as_u64(),
+            ) {
+                lines.push(format!(
+                    "p99 ratio over the {n} round(s) in which the log created no segment: {r:.3}"
+                ));
+            }
+            Some(lines)
         }
         "wal-scaling" => {
             let mut lines = Vec::new();
@@ -320,6 +329,16 @@ mod tests {
         assert_eq!(
             detail("checkpoint", &ck).unwrap(),
             ["writer p99 12.0 us alone, 30.0 us beside a checkpoint of 786 ms"]
+        );
+        let mut ck = ck;
+        ck["writer"]["p99_ratio_without_log_growth"] = json!(1.5);
+        ck["writer"]["rounds_without_log_growth"] = json!(2);
+        assert_eq!(
+            detail("checkpoint", &ck).unwrap(),
+            [
+                "writer p99 12.0 us alone, 30.0 us beside a checkpoint of 786 ms",
+                "p99 ratio over the 2 round(s) in which the log created no segment: 1.500"
+            ]
         );
     }
 
