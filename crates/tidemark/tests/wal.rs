@@ -465,6 +465,35 @@ fn concurrent_fsync_commits_share_fsyncs_and_all_survive_power_loss() {
     );
 }
 
+/// Segments the log makes on the commit path are not synced when made:
+/// the sync of a later `Fsync` commit makes them durable, names included,
+/// so a power loss keeps every commit up to it, through every segment.
+#[test]
+fn an_fsync_commit_makes_the_segments_before_it_durable_names_and_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    let db = open(&fs, dir.path()).unwrap();
+    let t = db.table("t").unwrap();
+    db.checkpoint().unwrap();
+    // About eight segments of `Write` commits, each value a third of one:
+    // the log crosses into new segments faster than the preparer runs.
+    let value = vec![3u8; (SEGMENT / 3) as usize];
+    for i in 0..24 {
+        t.put_with(k(i), &value, Durability::Write).unwrap();
+    }
+    t.put_with(k(24), b"fsync", Durability::Fsync).unwrap();
+    let created = db.stats().log_segments_created;
+    assert!(created >= 8, "{created} segments created");
+    let img = fs.crash_image(true);
+    drop(t);
+    drop(db);
+    let db = open(&img, dir.path()).unwrap();
+    let got = dump(&db.open_table("t").unwrap());
+    assert_eq!(got.len(), 25, "commits before the fsync lost");
+    assert_eq!(got[24].1, b"fsync");
+    assert!(got[..24].iter().all(|(_, v)| v == &value));
+}
+
 /// A database with a small cache (so pages are evicted to its data file),
 /// written back every `ms`.
 fn open_writing_back(fs: &SimFs, dir: &Path, ms: u64) -> tidemark::Result<Database> {

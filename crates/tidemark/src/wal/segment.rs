@@ -7,10 +7,18 @@
 //! place with a directory sync, so later commits overwrite blocks that
 //! exist and their `fdatasync` has no file-size or extent change to
 //! journal. A commit that reaches a segment not yet prepared (the device
-//! is too busy for the preparer to keep up) never waits for a zero fill:
-//! it creates the segment preallocated (`fallocate`), at its full length,
-//! and synced, which writes no data; fsyncs into it then journal extent
-//! changes, slower but not stalled. A
+//! is too busy for the preparer to keep up) never waits for a zero fill,
+//! nor for an fsync: it creates the segment preallocated (`fallocate`) at
+//! its full length, emptied first of anything an earlier life left there,
+//! and leaves the file and its directory entry to the next sync of the
+//! log ([`Inner::sync`], [`Inner::sync_range`]), which makes them durable
+//! before it reports anything durable. A commit at durability `Write` then
+//! pays no fsync for the segments it makes; one at `Fsync` pays for them in
+//! the sync it waits for anyway (syncing a new file at creation took a
+//! commit tens of milliseconds while a checkpoint flushed: BENCHMARKS.md,
+//! "Segments the writer makes, synced with the log"). Until then a crash
+//! can leave such a file missing, or short; a short segment file is never
+//! read, and holds no record a sync reported durable. A
 //! segment the durable checkpoint no longer needs is renamed to the next
 //! index after the newest one (its old records carry LSNs that do not
 //! match their new position, so recovery never takes them for new ones)
@@ -137,6 +145,15 @@ pub(crate) struct Inner {
     /// since open was written whole at least once (see
     /// [`Inner::write_at`]).
     whole_to: AtomicU64,
+    /// Segments created on the commit path (see [`Inner::file`]), whose
+    /// directory entries a sync must make durable: a count, raised after
+    /// each creation, that the syncs compare with `dir_synced`.
+    creations: AtomicU64,
+    /// Value of `creations` up to which a directory sync has completed;
+    /// held while one runs, so a sync that finds it behind waits for the
+    /// one in flight rather than report its segments durable before their
+    /// names are.
+    dir_synced: Mutex<u64>,
     /// Most segments kept for reuse (see [`Inner::recycle`]).
     max_spares: AtomicUsize,
     /// The log's use between recent checkpoints, which sizes the spares.
@@ -177,6 +194,8 @@ impl Segments {
                 preparing: AtomicU64::new(0),
                 retired_below: AtomicU64::new(0),
                 whole_to: AtomicU64::new(0),
+                creations: AtomicU64::new(0),
+                dir_synced: Mutex::new(0),
                 // Until the database's options size them.
                 max_spares: AtomicUsize::new(SPARES),
                 usage: Mutex::new(Usage::default()),
@@ -252,12 +271,13 @@ impl Segments {
     }
 
     /// Makes sure the segments that will hold stream bytes `pos..pos +
-    /// len` exist (zero-filled and synced), creating those that do not:
-    /// the group write that follows then only overwrites space the file
-    /// system already gave. A full disk is [`Error::DiskFull`]; nothing of
-    /// the log changed. The segment after them is prepared in the
-    /// background, never on the commit path: creating one (16 MiB of zeros
-    /// and an fdatasync) took a committing thread tens of milliseconds.
+    /// len` exist, creating (preallocating, see [`Inner::file`]) those the
+    /// preparer has not made: the group write that follows then only
+    /// writes into space the file system already gave. A full disk is
+    /// [`Error::DiskFull`]; nothing of the log changed. The segment after
+    /// them is prepared in the background, never on the commit path:
+    /// preparing one (16 MiB of zeros and an fdatasync) took a committing
+    /// thread tens of milliseconds.
     pub(crate) fn ensure_room(&self, pos: u64, len: u64) -> Result<()> {
         let last = (pos + len.max(1) - 1) / self.size;
         let (missing, next_missing): (Vec<u64>, bool) = {
@@ -269,9 +289,6 @@ impl Segments {
                 !files.contains_key(&(last + 1)),
             )
         };
-        if next_missing {
-            self.prepare_in_background(last + 1);
-        }
         for i in missing {
             let made = match self.inner.file(i) {
                 // The preparer may be filling this very segment under its
@@ -293,6 +310,12 @@ impl Segments {
                 )),
                 e => e,
             })?;
+        }
+        // Only now: on a disk with room for one more segment, a preparer
+        // started first could take it for the segment after, and this
+        // commit would be refused for want of the room it had.
+        if next_missing {
+            self.prepare_in_background(last + 1);
         }
         Ok(())
     }
@@ -338,11 +361,15 @@ impl Inner {
         Ok(done)
     }
 
-    /// The file of segment `i`; if missing, created at once: preallocated
-    /// at its full length and synced with its directory entry, no data
-    /// written (the commit path never waits for a zero fill). A creation
-    /// that fails (a full disk, most likely) removes what it made, so that
-    /// no short file keeps the room it took.
+    /// The file of segment `i`; if missing, created at once: emptied (a
+    /// short file of that name, left by a crash, may hold records of an
+    /// earlier life), then preallocated at its full length, no data
+    /// written and nothing synced: the commit path waits for neither a
+    /// zero fill nor an fsync. The file's length and its directory entry
+    /// become durable with the next sync of the log, before that sync
+    /// reports any of its records durable (see `creations`). A creation that
+    /// fails (a full disk, most likely) removes what it made, so that no
+    /// short file keeps the room it took.
     fn file(&self, i: u64) -> Result<Arc<dyn FileIo>> {
         if let Some(f) = self.files.lock().get(&i) {
             return Ok(f.clone());
@@ -356,14 +383,19 @@ impl Inner {
         let path = self.dir.join(file_name(i));
         let f = self.fs.open(&path, true)?;
         let made = (|| -> Result<()> {
+            // A file by this name that is not a segment is a short one
+            // open left out: its length never became durable, but blocks
+            // of records written into it may have, and they must not
+            // reappear inside the new segment at their old positions.
+            if f.len()? > 0 {
+                f.set_len(0)?;
+            }
             f.preallocate(self.size)?;
             // `preallocate` may leave the length short, and a short segment
             // is taken at open for one whose creation never finished.
             if f.len()? < self.size {
                 f.set_len(self.size)?;
             }
-            f.sync_data()?;
-            self.fs.sync_dir(&self.dir)?;
             Ok(())
         })();
         if let Err(e) = made {
@@ -375,6 +407,9 @@ impl Inner {
             return Err(e);
         }
         self.counters.created.fetch_add(1, Ordering::Relaxed);
+        // Before the file is handed out, so before any record is written
+        // into it: a sync that covers such a record sees the creation.
+        self.creations.fetch_add(1, Ordering::AcqRel);
         self.files.lock().insert(i, f.clone());
         Ok(f)
     }
@@ -488,6 +523,21 @@ impl Inner {
                 f.sync_data()?;
             }
         }
+        self.sync_created()
+    }
+
+    /// Makes the directory entries of the segments created on the commit
+    /// path durable, if any are not yet: every sync calls it after its
+    /// `fdatasync`s and before it reports anything durable. A creation
+    /// raises `creations` before its segment gets a record, so the count read
+    /// here covers the segments of every record the caller syncs.
+    fn sync_created(&self) -> Result<()> {
+        let want = self.creations.load(Ordering::Acquire);
+        let mut done = self.dir_synced.lock();
+        if *done < want {
+            self.fs.sync_dir(&self.dir)?;
+            *done = want;
+        }
         Ok(())
     }
 
@@ -506,7 +556,7 @@ impl Inner {
                 }
             }
         }
-        Ok(())
+        self.sync_created()
     }
 
     /// Reuses or removes segments wholly before stream position `before`
@@ -990,17 +1040,31 @@ mod tests {
     }
 
     /// The operating system's files, with the range of every write made
-    /// to a file opened through it: (file, offset, length), in order.
+    /// to a file opened through it: (file, offset, length), in order; and
+    /// how many file and directory syncs were made.
     #[derive(Default)]
     struct Recording {
         writes: Arc<Mutex<Vec<(usize, u64, u64)>>>,
         opened: AtomicUsize,
+        data_syncs: Arc<AtomicUsize>,
+        dir_syncs: AtomicUsize,
+    }
+
+    impl Recording {
+        /// (file syncs, directory syncs) so far.
+        fn syncs(&self) -> (usize, usize) {
+            (
+                self.data_syncs.load(Ordering::SeqCst),
+                self.dir_syncs.load(Ordering::SeqCst),
+            )
+        }
     }
 
     struct RecordedFile {
         inner: Arc<dyn FileIo>,
         id: usize,
         writes: Arc<Mutex<Vec<(usize, u64, u64)>>>,
+        data_syncs: Arc<AtomicUsize>,
     }
 
     impl FileIo for RecordedFile {
@@ -1017,6 +1081,7 @@ mod tests {
             self.inner.write_all_vectored_at(bufs, offset)
         }
         fn sync_data(&self) -> std::io::Result<()> {
+            self.data_syncs.fetch_add(1, Ordering::SeqCst);
             self.inner.sync_data()
         }
         fn len(&self) -> std::io::Result<u64> {
@@ -1036,6 +1101,7 @@ mod tests {
                 inner: crate::io::OsFileSystem.open(path, create)?,
                 id: self.opened.fetch_add(1, Ordering::Relaxed),
                 writes: self.writes.clone(),
+                data_syncs: self.data_syncs.clone(),
             }))
         }
         fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
@@ -1051,8 +1117,51 @@ mod tests {
             crate::io::OsFileSystem.remove(path)
         }
         fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+            self.dir_syncs.fetch_add(1, Ordering::SeqCst);
             crate::io::OsFileSystem.sync_dir(dir)
         }
+    }
+
+    #[test]
+    fn a_segment_made_for_a_commit_is_synced_with_the_log_not_when_made() {
+        let d = tempfile::tempdir().unwrap();
+        let fs = Arc::new(Recording::default());
+        let s = Segments::open(fs.clone(), d.path(), SIZE).unwrap();
+        let f = s.file(3).unwrap();
+        assert_eq!(f.len().unwrap(), SIZE);
+        assert_eq!(fs.syncs(), (0, 0), "making the segment synced");
+        s.inner.write_at(3 * SIZE, b"record").unwrap();
+        assert_eq!(fs.syncs(), (0, 0), "writing into it synced");
+        // The log's sync: the segment's data, then its name.
+        s.sync().unwrap();
+        assert_eq!(fs.syncs(), (1, 1));
+        // Nothing made since: no directory sync.
+        s.inner.write_at(3 * SIZE + BLOCK, b"more").unwrap();
+        s.sync().unwrap();
+        assert_eq!(fs.syncs(), (2, 1));
+        // A sync of a range covers the names of segments made too.
+        s.file(4).unwrap();
+        s.inner.write_at(4 * SIZE, b"next").unwrap();
+        s.sync_range(4 * SIZE, 4 * SIZE + 4).unwrap();
+        assert_eq!(fs.syncs(), (3, 2));
+        s.sync_range(4 * SIZE, 4 * SIZE + 4).unwrap();
+        assert_eq!(fs.syncs(), (4, 2));
+    }
+
+    #[test]
+    fn a_short_file_left_by_a_crash_is_emptied_before_it_becomes_a_segment() {
+        let d = tempfile::tempdir().unwrap();
+        // Records reached the disk, the file's length did not.
+        std::fs::write(
+            d.path().join(file_name(3)),
+            vec![0xABu8; 3 * BLOCK as usize],
+        )
+        .unwrap();
+        let s = open(d.path());
+        assert!(s.indices().is_empty(), "a short file taken as a segment");
+        let f = s.file(3).unwrap();
+        assert_eq!(f.len().unwrap(), SIZE);
+        assert!(zeros(&f), "bytes of an earlier life kept in a new segment");
     }
 
     /// Checks that no write in `writes` covers part of a block that no
