@@ -316,10 +316,11 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
         })
     });
     // The same ratio over the rounds in which the log made no new
-    // segment: a log still growing to its working size zero-fills 16 MiB
-    // segments and syncs them in the same seconds as the checkpoint's
-    // flush (BENCHMARKS.md, "Rounds in which the log grows"). Shown beside
-    // the target, which stays over all rounds.
+    // segment: while a log still grows to its working size, new 16 MiB
+    // segments (and new room in the data file) are made in the same
+    // seconds as the checkpoint's flush (BENCHMARKS.md, "Rounds in which
+    // the log grows" and "Segments the writer makes, synced with the
+    // log"). Shown beside the target, which stays over all rounds.
     let (steady_rounds, steady_ratio) =
         ratio_without_log_growth(&per_round, &base_p99, &during_p99);
     Ok(json!({
