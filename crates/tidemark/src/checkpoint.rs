@@ -189,12 +189,6 @@ fn take_cut(e: &Engine) -> Result<Option<Cut>> {
     Ok(cut)
 }
 
-/// Bytes of frames never used whose memory the capture keeps ready ahead
-/// of the writers' shadow copies ([`crate::cache::BufferPool::warm_ahead`]):
-/// 8 MiB (512 frames of 16 KiB) outlasts the shadow copies of 10 ms of
-/// puts, one or two pages each, while the capture is stalled.
-const SHADOW_WARM_AHEAD: usize = 8 << 20;
-
 /// Steps 2-4; returns the number of pages written.
 fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     let Cut {
@@ -210,9 +204,6 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     let mut overrides: HashMap<u64, u64> = HashMap::with_capacity(pids.len());
     let mut written = 0u64;
     for pid in pids {
-        // Writers copy the pages not captured yet into frames of their
-        // own: frames never used get their memory here, not in a copy.
-        e.pool.warm_ahead(SHADOW_WARM_AHEAD);
         written += write_shadows(e, n, &mut overrides, &mut buf)?;
         if let Some(b) = capture(e, pid, n, &mut buf)? {
             overrides.insert(pid, b);

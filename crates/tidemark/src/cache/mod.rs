@@ -235,9 +235,6 @@ pub(crate) struct BufferPool {
     /// Frames `0..never_used` have been handed out at least once; the
     /// others have never held a page (see `clock_span`).
     never_used: AtomicUsize,
-    /// Frames `0..warmed` have a buffer, or had one made for them ahead of
-    /// their first use (see [`BufferPool::warm_ahead`]).
-    warmed: AtomicUsize,
     hand: AtomicUsize,
     /// Frames holding a page or a shadow.
     pub(crate) used: AtomicUsize,
@@ -358,7 +355,6 @@ impl BufferPool {
             frames,
             free,
             never_used: AtomicUsize::new(0),
-            warmed: AtomicUsize::new(0),
             hand: AtomicUsize::new(0),
             used: AtomicUsize::new(0),
             standby: AtomicUsize::new(0),
@@ -737,48 +733,6 @@ impl BufferPool {
         if g.buf.len() != self.cfg.page_size {
             g.buf = vec![0u8; self.cfg.page_size];
         }
-    }
-
-    /// Makes the buffers of the frames never used up to `bytes` past those
-    /// handed out, and touches every memory page of them, so the thread
-    /// that takes such a frame later takes no page fault in it. For a
-    /// checkpoint's capture (`checkpoint::write_image`): each writer that
-    /// changes a page not captured yet copies it into a frame of its own,
-    /// under the page's latch, and with no frame given back to take, a
-    /// frame never used made its copy fault on fresh memory; 130-200
-    /// faults per 1,000 puts in the first round of the `checkpoint` bench
-    /// (BENCHMARKS.md, "Shadow copies into fresh memory"). Bounded work:
-    /// frames already warmed are not visited again, and at most `bytes`
-    /// of buffers wait ahead. Page memory stays within `cache_size`: these
-    /// are the pool's own frames. A frame latched at the moment (being
-    /// handed out) is left to its taker.
-    pub(crate) fn warm_ahead(&self, bytes: usize) {
-        let n = self.frames.len();
-        let margin = bytes / self.cfg.page_size;
-        let handed = self.never_used.load(Ordering::Acquire);
-        let warmed = self.warmed.load(Ordering::Relaxed);
-        // Warmed again once half the margin is used: the loads above are
-        // all that most calls cost.
-        if warmed >= (handed + margin / 2).min(n) {
-            return;
-        }
-        let to = (handed + margin).min(n);
-        for fi in warmed.max(handed)..to {
-            if let Some(mut g) = self.frames[fi].latch.try_write() {
-                if g.buf.len() != self.cfg.page_size {
-                    let mut buf = vec![0u8; self.cfg.page_size];
-                    // The allocator may hand out zeroed memory it never
-                    // touched, which would fault on first write: write a
-                    // byte on every memory page, through `black_box` so
-                    // the writes are not optimised away as known zeros.
-                    for at in (0..buf.len()).step_by(4096) {
-                        buf[at] = std::hint::black_box(0);
-                    }
-                    g.buf = buf;
-                }
-            }
-        }
-        self.warmed.fetch_max(to, Ordering::Relaxed);
     }
 
     /// When usage or dirty pages are above their trigger, the calling
@@ -1421,49 +1375,6 @@ mod tests {
             .expect("one waits");
         assert!(last_waiting < 2 && last_waiting != shadow);
         assert_eq!(pool.take_free(&pager, Take::GivenBackFirst), Some(3));
-    }
-
-    /// Warming ahead gives buffers to the frames never used just past
-    /// those handed out, up to the bytes asked for and no further; it
-    /// warms again only once more than half of them are taken, and a frame
-    /// taken later keeps the buffer made for it.
-    #[test]
-    fn warming_ahead_makes_the_buffers_of_the_next_frames_never_used() {
-        let (pool, pager) = setup(64);
-        let ps = pool.cfg.page_size;
-        let handed = pool.clock_span();
-        let has_buf = |fi: usize| pool.frames[fi].latch.read().buf.len() == ps;
-        assert!(!has_buf(handed), "a frame never used has a buffer already");
-        pool.warm_ahead(8 * ps);
-        for fi in handed..handed + 8 {
-            assert!(has_buf(fi), "frame {fi} not warmed");
-        }
-        assert!(!has_buf(handed + 8), "warmed past the bytes asked for");
-        let ptr = pool.frames[handed].latch.read().buf.as_ptr();
-        // Frames given back go first for shadows: empty the queue so the
-        // next ones come from the frames never used.
-        while pool.free.pop().is_some() {}
-        for k in 0..3 {
-            assert_eq!(
-                pool.take_free(&pager, Take::GivenBackFirst),
-                Some((handed + k) as u32)
-            );
-        }
-        assert_eq!(pool.frames[handed].latch.read().buf.as_ptr(), ptr);
-        // Five of eight still ahead: no more warming yet.
-        pool.warm_ahead(8 * ps);
-        assert!(!has_buf(handed + 8));
-        // Two more taken: three ahead, under half the margin; warmed to
-        // eight past the frames handed out again.
-        for _ in 0..2 {
-            pool.take_free(&pager, Take::GivenBackFirst)
-                .expect("frames left");
-        }
-        pool.warm_ahead(8 * ps);
-        assert!(has_buf(handed + 12) && !has_buf(handed + 13));
-        // Never past the last frame.
-        pool.warm_ahead(1000 * ps);
-        assert!(has_buf(63));
     }
 
     /// A frame's modification count only grows, whatever pages come and
