@@ -2,9 +2,8 @@
 //! `pread`/`pwrite` through the pager. Nothing is memory mapped.
 //!
 //! * **Bounded memory.** There are exactly `cache_size / page_size` frames;
-//!   a frame's buffer is allocated the first time it is used, or just
-//!   before by a checkpoint's capture ([`BufferPool::warm_ahead`]), and
-//!   never freed. Pages, and the shadow copies a checkpoint needs, live only in
+//!   a frame's buffer is allocated the first time it is used and never
+//!   freed. Pages, and the shadow copies a checkpoint needs, live only in
 //!   frames, so page memory never exceeds `cache_size`.
 //! * **Latches.** Each frame has a reader-writer latch; holding it pins the
 //!   page. Tree code couples latches top-down; eviction only ever
