@@ -465,9 +465,10 @@ fn concurrent_fsync_commits_share_fsyncs_and_all_survive_power_loss() {
     );
 }
 
-/// Segments the log makes on the commit path are not synced when made:
-/// the sync of a later `Fsync` commit makes them durable, names included,
-/// so a power loss keeps every commit up to it, through every segment.
+/// Segments a commit makes for itself are not synced when made: the sync
+/// of a later `Fsync` commit makes them durable, names included, so a
+/// power loss keeps every commit up to it, through every segment, whoever
+/// made them (the commits or the preparer).
 #[test]
 fn an_fsync_commit_makes_the_segments_before_it_durable_names_and_all() {
     let dir = tempfile::tempdir().unwrap();
@@ -475,8 +476,7 @@ fn an_fsync_commit_makes_the_segments_before_it_durable_names_and_all() {
     let db = open(&fs, dir.path()).unwrap();
     let t = db.table("t").unwrap();
     db.checkpoint().unwrap();
-    // About eight segments of `Write` commits, each value a third of one:
-    // the log crosses into new segments faster than the preparer runs.
+    // About eight segments of `Write` commits, each value a third of one.
     let value = vec![3u8; (SEGMENT / 3) as usize];
     for i in 0..24 {
         t.put_with(k(i), &value, Durability::Write).unwrap();

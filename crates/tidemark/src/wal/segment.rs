@@ -14,9 +14,9 @@
 //! log ([`Inner::sync`], [`Inner::sync_range`]), which makes them durable
 //! before it reports anything durable. A commit at durability `Write` then
 //! pays no fsync for the segments it makes; one at `Fsync` pays for them in
-//! the sync it waits for anyway (syncing a new file at creation took a
-//! commit tens of milliseconds while a checkpoint flushed: BENCHMARKS.md,
-//! "Segments the writer makes, synced with the log"). Until then a crash
+//! the sync it waits for anyway (while a checkpoint flushed, the syncs at
+//! creation waited behind its writes: BENCHMARKS.md, "Segments the writer
+//! makes, synced with the log"). Until then a crash
 //! can leave such a file missing, or short; a short segment file is never
 //! read, and holds no record a sync reported durable. A
 //! segment the durable checkpoint no longer needs is renamed to the next
