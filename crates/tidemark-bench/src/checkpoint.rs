@@ -246,6 +246,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
         let ticks = report::cpu_ticks();
         let during_from = at();
         let before_ck = db.stats();
+        let pages_before = report::pages_allocated();
         let before = reading(&db);
         let running = Arc::new(AtomicBool::new(true));
         let ck = {
@@ -258,6 +259,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
             })
         };
         let mut lat = puts_while(&t, &mut rng, n, &small, || running.load(Ordering::Acquire))?;
+        let pages_after = report::pages_allocated();
         let after = reading(&db);
         met_during.add(lat.len() as u64, before, after);
         let mut met_round = report::WindowCounts::default();
@@ -279,6 +281,11 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
             "file_growth_during_checkpoint_mb": mb(before_ck.file_size, end.file_size),
             "log_segments_created": end.log_segments_created - round_start.log_segments_created,
             "log_segments_recycled": end.log_segments_recycled - round_start.log_segments_recycled,
+            // Memory the kernel handed out while the checkpoint ran: new
+            // page-cache pages of a growing log and data file, new heap.
+            "memory_allocated_during_checkpoint_mb": pages_before
+                .zip(pages_after)
+                .map(|(a, b)| b.saturating_sub(a) as f64 / 256.0),
             "during_shadow_copies_per_1000_ops": met_round.per_k(met_round.engine),
             "during_page_faults_per_1000_ops": met_round.per_k(met_round.faults),
         }));
@@ -421,9 +428,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             );
         }
         println!("each round: p99s in us; the database's growth (its data file in MB, new and recycled log");
-        println!("segments); the writer's shadow copies and page faults per 1,000 puts beside the checkpoint:");
+        println!("segments); memory the kernel handed out while the checkpoint ran (MB); the writer's shadow");
+        println!("copies and page faults per 1,000 puts beside the checkpoint:");
         println!(
-            "{:>6} {:>9} {:>9} {:>9} {:>7} {:>8} {:>10} {:>12} {:>9} {:>9} {:>8} {:>7}",
+            "{:>6} {:>9} {:>9} {:>9} {:>7} {:>8} {:>10} {:>12} {:>9} {:>9} {:>8} {:>8} {:>7}",
             "round",
             "baseline",
             "its I/O",
@@ -434,6 +442,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "in the ckpt",
             "segs new",
             "recycled",
+            "new mem",
             "shadows",
             "faults"
         );
@@ -443,8 +452,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 .as_f64()
                 .map_or("-".into(), |v| format!("{v:.1}"));
             let n = |k: &str| r[k].as_u64().unwrap_or(0);
+            let mem = r["memory_allocated_during_checkpoint_mb"]
+                .as_f64()
+                .map_or("-".into(), |v| format!("{v:.0}"));
             println!(
-                "{:>6} {:>9.1} {:>9} {:>9.1} {:>7.3} {:>8.0} {:>10.1} {:>12.1} {:>9} {:>9} {:>8.1} {:>7.1}",
+                "{:>6} {:>9.1} {:>9} {:>9.1} {:>7.3} {:>8.0} {:>10.1} {:>12.1} {:>9} {:>9} {:>8} {:>8.1} {:>7.1}",
                 i + 1,
                 f("baseline_p99_us"),
                 twin,
@@ -455,6 +467,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 f("file_growth_during_checkpoint_mb"),
                 n("log_segments_created"),
                 n("log_segments_recycled"),
+                mem,
                 f("during_shadow_copies_per_1000_ops"),
                 f("during_page_faults_per_1000_ops")
             );

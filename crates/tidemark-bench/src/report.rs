@@ -51,7 +51,78 @@ pub fn machine(dir: &std::path::Path) -> Value {
         })
         .unwrap_or(0);
     let fs = filesystem_of(dir).unwrap_or_else(|| "unknown".into());
-    json!({ "cores": cores, "memory_gib": (mem_kb as f64 / 1048576.0 * 10.0).round() / 10.0, "filesystem": fs })
+    json!({
+        "cores": cores,
+        "memory_gib": (mem_kb as f64 / 1048576.0 * 10.0).round() / 10.0,
+        "filesystem": fs,
+        "damon_pageout": damon_pageout(std::path::Path::new(DAMON_ADMIN)),
+        "free_page_reporting": free_page_reporting(std::path::Path::new(VIRTIO_DEVICES)),
+    })
+}
+
+const DAMON_ADMIN: &str = "/sys/kernel/mm/damon/admin/kdamonds";
+const VIRTIO_DEVICES: &str = "/sys/bus/virtio/devices";
+
+/// Whether a DAMON worker under `admin` (the kernel's
+/// `/sys/kernel/mm/damon/admin/kdamonds`) is on with a `pageout` scheme:
+/// the kernel then reclaims memory it saw idle for a while by itself,
+/// without memory pressure. A host may set this up in its guests: the page
+/// cache of a file left idle is then dropped (and a write into a dropped
+/// page that does not cover it whole reads it from the disk first).
+pub fn damon_pageout(admin: &std::path::Path) -> bool {
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+    let Ok(workers) = std::fs::read_dir(admin) else {
+        return false;
+    };
+    workers.flatten().any(|w| {
+        let w = w.path();
+        read(w.join("state")).trim() == "on"
+            && std::fs::read_dir(w.join("contexts"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|c| {
+                    std::fs::read_dir(c.path().join("schemes"))
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .any(|s| read(s.path().join("action")).trim() == "pageout")
+                })
+    })
+}
+
+/// Whether a virtio balloon under `devices` (`/sys/bus/virtio/devices`)
+/// offers free page reporting (feature bit 5): the guest hands the host
+/// memory it has freed, and the next use of that memory costs a fault in
+/// the host before the guest's own.
+pub fn free_page_reporting(devices: &std::path::Path) -> bool {
+    const BALLOON: &str = "0x0005";
+    const REPORTING_BIT: usize = 5;
+    let Ok(devs) = std::fs::read_dir(devices) else {
+        return false;
+    };
+    devs.flatten().any(|d| {
+        let read = |f: &str| std::fs::read_to_string(d.path().join(f)).unwrap_or_default();
+        read("device").trim() == BALLOON
+            && read("features").trim().as_bytes().get(REPORTING_BIT) == Some(&b'1')
+    })
+}
+
+/// Pages the kernel has handed out since boot (the sum of `/proc/vmstat`'s
+/// `pgalloc_*`): read around a window, what it took of memory not in use
+/// before (new page-cache pages, new heap), in 4 KiB pages. `None` where
+/// the file is missing.
+pub fn pages_allocated() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
+    Some(pgalloc_sum(&text))
+}
+
+fn pgalloc_sum(vmstat: &str) -> u64 {
+    vmstat
+        .lines()
+        .filter_map(|l| l.strip_prefix("pgalloc_"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
 }
 
 fn filesystem_of(dir: &std::path::Path) -> Option<String> {
@@ -263,6 +334,43 @@ impl Steal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_allocated_sums_every_zone() {
+        let text = "nr_free_pages 10\npgalloc_dma 3\npgalloc_dma32 40\npgalloc_normal 500\npgalloc_movable 0\npgfree 7\n";
+        assert_eq!(pgalloc_sum(text), 543);
+        assert_eq!(pgalloc_sum("pgfree 9\n"), 0);
+    }
+
+    #[test]
+    fn the_platforms_reclaim_is_read_from_sysfs_trees() {
+        let d = tempfile::tempdir().unwrap();
+        let admin = d.path().join("kdamonds");
+        assert!(!damon_pageout(&admin), "no tree: no pageout");
+        let scheme = admin.join("0/contexts/0/schemes/0");
+        std::fs::create_dir_all(&scheme).unwrap();
+        std::fs::write(admin.join("0/state"), "on\n").unwrap();
+        std::fs::write(scheme.join("action"), "stat\n").unwrap();
+        assert!(!damon_pageout(&admin), "a scheme that only counts");
+        std::fs::write(scheme.join("action"), "pageout\n").unwrap();
+        assert!(damon_pageout(&admin));
+        std::fs::write(admin.join("0/state"), "off\n").unwrap();
+        assert!(!damon_pageout(&admin), "a worker that is off");
+
+        let devs = d.path().join("devices");
+        let balloon = devs.join("virtio0");
+        std::fs::create_dir_all(&balloon).unwrap();
+        std::fs::write(balloon.join("device"), "0x0005\n").unwrap();
+        std::fs::write(balloon.join("features"), "0110000000\n").unwrap();
+        assert!(!free_page_reporting(&devs), "bit 5 clear");
+        std::fs::write(balloon.join("features"), "0110010000\n").unwrap();
+        assert!(free_page_reporting(&devs));
+        std::fs::write(balloon.join("device"), "0x0002\n").unwrap();
+        assert!(
+            !free_page_reporting(&devs),
+            "a block device's bit 5 is another feature"
+        );
+    }
 
     #[test]
     fn proc_io_fields_are_found_by_their_whole_name() {
