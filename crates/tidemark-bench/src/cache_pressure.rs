@@ -111,6 +111,13 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             // the operating system's page cache and waited for the disk.
             let mut reads = Vec::new();
             let mut read_last = report::device_read_bytes();
+            // Each second's memory the kernel handed out (new page-cache
+            // pages of the growing data file, mostly): on a machine that
+            // gives freed memory back to its host, each new page first
+            // costs the host a fault (BENCHMARKS.md, "Memory the host
+            // takes back").
+            let mut allocated = Vec::new();
+            let mut pages_last = report::pages_allocated();
             let mut last = 0;
             let mut ticks = report::cpu_ticks();
             let start = Instant::now();
@@ -127,8 +134,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 let r = report::device_read_bytes();
                 reads.push(r.zip(read_last).map(|(r, l)| r.saturating_sub(l)));
                 read_last = r;
+                let p = report::pages_allocated();
+                allocated.push(p.zip(pages_last).map(|(p, l)| p.saturating_sub(l)));
+                pages_last = p;
             }
-            (windows, steal, reads)
+            (windows, steal, reads, allocated)
         })
     };
     let ticks_at_start = report::cpu_ticks();
@@ -214,7 +224,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         freeze_figures(&p.finish(), &slow, worst_ns as f64 / 1e6, realtime)
     });
     stop.store(true, Ordering::Relaxed);
-    let (windows, steal, reads) = sampler.join().map_err(|_| msg("sampler panicked"))?;
+    let (windows, steal, reads, allocated) = sampler.join().map_err(|_| msg("sampler panicked"))?;
     let s = db.stats();
     // Whole seconds only: the last, partial window is dropped.
     let full: Vec<f64> = windows
@@ -235,6 +245,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let peak_pct = 100.0 * s.cache_bytes_peak as f64 / s.cache_size as f64;
     let slack_pct = 100.0 * (a.threads as u64 * s.page_size) as f64 / s.cache_size as f64;
     let ops_per_s = (per_thread * a.threads) as f64 / elapsed.as_secs_f64();
+    // MB of memory the kernel handed out in each whole second.
+    let allocated_mb: Vec<Option<f64>> = allocated
+        .into_iter()
+        .take(full.len())
+        .map(|p| p.map(|p| p as f64 / 256.0))
+        .collect();
     let steal: Vec<Option<f64>> = steal
         .into_iter()
         .take(full.len())
@@ -273,6 +289,14 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             steal
                 .iter()
                 .map(|p| p.map_or("-".into(), |p| format!("{p:.1}")))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        println!(
+            "per-second MB of memory the kernel handed out: {}",
+            allocated_mb
+                .iter()
+                .map(|m| m.map_or("-".into(), |m| format!("{m:.0}")))
                 .collect::<Vec<_>>()
                 .join(" ")
         );
@@ -415,6 +439,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "steal_pct": run_steal, "steal_pct_by_second": steal,
         "device_read_mb": read_mb, "device_read_kb_by_second": reads.iter().map(|r| r.map(|b| b / 1024)).collect::<Vec<_>>(),
         "worst_ms_with_device_reads": worst_with_reads, "worst_ms_without_device_reads": worst_without_reads,
+        "memory_allocated_mb_by_second": allocated_mb,
     });
     if let Some((_, split)) = placement {
         figures["placement"] = split;
