@@ -269,44 +269,27 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         (rtt, split)
     });
     if !a.json {
-        println!(
-            "per-second inserts: {}",
-            full.iter()
-                .map(|w| format!("{w:.0}"))
-                .collect::<Vec<_>>()
-                .join(" ")
+        per_second("inserts", full.iter().map(|w| format!("{w:.0}")));
+        per_second(
+            "worst insert ms",
+            worst_ms.iter().map(|w| format!("{w:.1}")),
         );
-        println!(
-            "per-second worst insert ms: {}",
-            worst_ms
-                .iter()
-                .map(|w| format!("{w:.1}"))
-                .collect::<Vec<_>>()
-                .join(" ")
+        let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+        per_second(
+            "host steal % of CPU time",
+            steal.iter().map(|p| or_dash(p.map(|p| format!("{p:.1}")))),
         );
-        println!(
-            "per-second host steal % of CPU time: {}",
-            steal
-                .iter()
-                .map(|p| p.map_or("-".into(), |p| format!("{p:.1}")))
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-        println!(
-            "per-second MB of memory the kernel handed out: {}",
+        per_second(
+            "MB of memory the kernel handed out",
             allocated_mb
                 .iter()
-                .map(|m| m.map_or("-".into(), |m| format!("{m:.0}")))
-                .collect::<Vec<_>>()
-                .join(" ")
+                .map(|m| or_dash(m.map(|m| format!("{m:.0}")))),
         );
-        println!(
-            "per-second KB read from the device: {}",
+        per_second(
+            "KB read from the device",
             reads
                 .iter()
-                .map(|r| r.map_or("-".into(), |b| format!("{}", b / 1024)))
-                .collect::<Vec<_>>()
-                .join(" ")
+                .map(|r| or_dash(r.map(|b| format!("{}", b / 1024)))),
         );
         if let Some((rtt, split)) = &placement {
             println!(
@@ -574,6 +557,14 @@ fn print_freezes(f: &serde_json::Value) {
                 .join("; ")
         );
     }
+}
+
+/// Prints one figure for each second of the run on one line.
+fn per_second(what: &str, values: impl Iterator<Item = String>) {
+    println!(
+        "per-second {what}: {}",
+        values.collect::<Vec<_>>().join(" ")
+    );
 }
 
 #[cfg(test)]
