@@ -70,25 +70,29 @@ const VIRTIO_DEVICES: &str = "/sys/bus/virtio/devices";
 /// cache of a file left idle is then dropped (and a write into a dropped
 /// page that does not cover it whole reads it from the disk first).
 pub fn damon_pageout(admin: &std::path::Path) -> bool {
-    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).unwrap_or_default();
-    let Ok(workers) = std::fs::read_dir(admin) else {
-        return false;
-    };
-    workers.flatten().any(|w| {
-        let w = w.path();
-        read(w.join("state")).trim() == "on"
-            && std::fs::read_dir(w.join("contexts"))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|c| {
-                    std::fs::read_dir(c.path().join("schemes"))
-                        .into_iter()
-                        .flatten()
-                        .flatten()
-                        .any(|s| read(s.path().join("action")).trim() == "pageout")
-                })
+    entries(admin).any(|worker| {
+        read_trimmed(&worker.join("state")) == "on"
+            && entries(&worker.join("contexts")).any(|context| {
+                entries(&context.join("schemes"))
+                    .any(|scheme| read_trimmed(&scheme.join("action")) == "pageout")
+            })
     })
+}
+
+/// The paths in directory `dir`; none if it cannot be read.
+fn entries(dir: &std::path::Path) -> impl Iterator<Item = std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+}
+
+/// The text of a small sysfs file, trimmed; empty if it cannot be read.
+fn read_trimmed(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
 }
 
 /// Whether a virtio balloon under `devices` (`/sys/bus/virtio/devices`)
@@ -98,13 +102,12 @@ pub fn damon_pageout(admin: &std::path::Path) -> bool {
 pub fn free_page_reporting(devices: &std::path::Path) -> bool {
     const BALLOON: &str = "0x0005";
     const REPORTING_BIT: usize = 5;
-    let Ok(devs) = std::fs::read_dir(devices) else {
-        return false;
-    };
-    devs.flatten().any(|d| {
-        let read = |f: &str| std::fs::read_to_string(d.path().join(f)).unwrap_or_default();
-        read("device").trim() == BALLOON
-            && read("features").trim().as_bytes().get(REPORTING_BIT) == Some(&b'1')
+    entries(devices).any(|d| {
+        read_trimmed(&d.join("device")) == BALLOON
+            && read_trimmed(&d.join("features"))
+                .as_bytes()
+                .get(REPORTING_BIT)
+                == Some(&b'1')
     })
 }
 
@@ -343,7 +346,7 @@ mod tests {
     }
 
     #[test]
-    fn the_platforms_reclaim_is_read_from_sysfs_trees() {
+    fn damon_pageout_needs_a_worker_on_with_a_pageout_scheme() {
         let d = tempfile::tempdir().unwrap();
         let admin = d.path().join("kdamonds");
         assert!(!damon_pageout(&admin), "no tree: no pageout");
@@ -356,8 +359,13 @@ mod tests {
         assert!(damon_pageout(&admin));
         std::fs::write(admin.join("0/state"), "off\n").unwrap();
         assert!(!damon_pageout(&admin), "a worker that is off");
+    }
 
+    #[test]
+    fn free_page_reporting_is_the_balloons_feature_bit_5() {
+        let d = tempfile::tempdir().unwrap();
         let devs = d.path().join("devices");
+        assert!(!free_page_reporting(&devs), "no tree: no balloon");
         let balloon = devs.join("virtio0");
         std::fs::create_dir_all(&balloon).unwrap();
         std::fs::write(balloon.join("device"), "0x0005\n").unwrap();
