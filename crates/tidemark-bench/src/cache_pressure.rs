@@ -34,6 +34,10 @@ pub struct Args {
     /// Watch for the machine stopping its CPUs while the load runs
     /// ([`crate::freezes`]), and set the slow inserts beside it.
     pub freeze_probe: bool,
+    /// After the load, run its I/O without the engine
+    /// ([`crate::cache_twin`]) and print the twin's figures beside the
+    /// engine's.
+    pub io_twin: bool,
 }
 
 /// An insert at least this slow is kept, with when it began, for the
@@ -431,6 +435,73 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     figures["settle"] = settled.map_or(serde_json::Value::Null, |st| st.json());
     drop(t);
     db.close()?;
+    if a.io_twin {
+        // The engine's files go first, so that the twin starts with the
+        // memory the engine started with; the host's pauses after memory
+        // is freed are waited out as before the load.
+        drop(dir);
+        let settled = crate::stalls::settle(SETTLE_MAX);
+        let ops = (per_thread * a.threads) as u64;
+        let plan = crate::cache_twin::Plan {
+            ops,
+            threads: a.threads,
+            read_bytes: (s.bytes_read / ops.max(1)) as usize,
+            write_bytes: (s.bytes_written / ops.max(1)) as usize,
+            final_len: s.file_size,
+            frames_bytes: cache,
+            log_bytes: (s.log_bytes_written / ops.max(1)) as usize,
+            log_wrap: tidemark::DEFAULT_CHECKPOINT_LOG_SIZE,
+            write_back_every: match a.write_back_secs {
+                None => Some(tidemark::DEFAULT_WRITE_BACK_INTERVAL),
+                Some(0) => None,
+                Some(s) => Some(Duration::from_secs(s)),
+            },
+        };
+        let twin_dir = tempfile::tempdir_in(&a.dir)?;
+        let r = crate::cache_twin::run(twin_dir.path(), &plan)?;
+        let (tmed, tmin) = r.median_and_min();
+        let ratio = if tmed > 0.0 { tmin / tmed } else { 0.0 };
+        let engine_ratio = if med > 0.0 { min / med } else { 0.0 };
+        if !a.json {
+            println!(
+                "io twin: {} operations, each reading {}, writing {} and logging {} bytes, file grown to {:.1} MB",
+                plan.ops,
+                plan.read_bytes,
+                plan.write_bytes,
+                plan.log_bytes,
+                plan.final_len as f64 / 1048576.0
+            );
+            println!("{}", settled.line());
+            per_second("twin operations", r.windows.iter().map(|w| format!("{w}")));
+            per_second(
+                "twin worst operation ms",
+                r.worst_ns_by_second
+                    .iter()
+                    .map(|&ns| format!("{:.1}", ns as f64 / 1e6)),
+            );
+            println!("{:<36} {:>14.1}", "twin elapsed s", r.elapsed.as_secs_f64());
+            println!("{:<36} {:>14.0}", "twin median window ops/s", tmed);
+            println!("{:<36} {:>14.0}", "twin min window ops/s", tmin);
+            println!(
+                "{:<36} {:>14}",
+                "min/median: engine / twin",
+                format!("{engine_ratio:.3}/{ratio:.3}")
+            );
+            println!(
+                "{:<36} {:>14}",
+                "worst op ms: engine / twin",
+                format!("{:.1}/{:.1}", worst_ns as f64 / 1e6, r.worst_ms())
+            );
+            println!("{:<36} {:>14}", "twin write-backs", r.write_backs);
+        }
+        figures["io_twin"] = json!({
+            "ops": plan.ops, "read_bytes_per_op": plan.read_bytes, "write_bytes_per_op": plan.write_bytes, "log_bytes_per_op": plan.log_bytes,
+            "file_mb": plan.final_len as f64 / 1048576.0, "elapsed_s": r.elapsed.as_secs_f64(),
+            "windows": r.windows, "median_window": tmed, "min_window": tmin, "min_over_median": ratio,
+            "worst_ms_by_second": r.worst_ns_by_second.iter().map(|&ns| ns as f64 / 1e6).collect::<Vec<_>>(),
+            "max_latency_ms": r.worst_ms(), "write_backs": r.write_backs, "settle": settled.json(),
+        });
+    }
     Ok(report::finish(
         a.json,
         "cache-pressure",

@@ -97,31 +97,35 @@ impl Twin {
     /// The engine's flush: 4 MiB steps through `sync_file_range` (start
     /// the writes, wait for them), then `fdatasync`.
     fn flush(&self, len: u64) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
-        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
-            | libc::SYNC_FILE_RANGE_WRITE
-            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
         let mut off = 0u64;
         while off < len {
-            // SAFETY: sync_file_range takes a descriptor and integers and
-            // touches no memory of ours; `self.file` keeps the descriptor
-            // open through the call. Offsets stay under the file's length,
-            // far below i64::MAX.
-            let rc = unsafe {
-                libc::sync_file_range(self.file.as_raw_fd(), off as i64, STEP as i64, flags)
-            };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            sync_range(&self.file, off, STEP)?;
             off += STEP;
         }
         self.file.sync_data()
     }
 }
 
+/// One step of the engine's flush: starts the writes of `len` bytes of
+/// `file` from `off` and waits for them (`sync_file_range`).
+pub(crate) fn sync_range(file: &File, off: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+        | libc::SYNC_FILE_RANGE_WRITE
+        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    // SAFETY: sync_file_range takes a descriptor and integers and touches
+    // no memory of ours; `file` keeps the descriptor open through the
+    // call. Callers pass offsets and lengths of files far below i64::MAX.
+    let rc = unsafe { libc::sync_file_range(file.as_raw_fd(), off as i64, len as i64, flags) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Lowers the calling thread's priority to `nice`, as the engine's flush
 /// thread does; a refusal leaves it as it is.
-fn set_nice(nice: i32) {
+pub(crate) fn set_nice(nice: i32) {
     // SAFETY: gettid and setpriority take and return integers and touch
     // no memory; on Linux a nice value set this way is the thread's own.
     unsafe {

@@ -5,6 +5,7 @@
 //! RocksDB, LMDB, ...) live only in this crate, never in the engine.
 
 mod cache_pressure;
+mod cache_twin;
 mod capped;
 mod checkpoint;
 mod crash_loop;
@@ -104,6 +105,15 @@ enum Cmd {
         /// threads' waits for a CPU, so such a run is not the plain load.
         #[arg(long)]
         freeze_probe: bool,
+        /// After the load, run its I/O without the engine: the same number
+        /// of operations on as many threads, each reading and writing what
+        /// an insert read from and wrote to the data file on average, over
+        /// a file grown to the data file's size, written back as the
+        /// engine writes it back. Prints the twin's slowest second against
+        /// its median beside the engine's: what the machine gives this I/O
+        /// whatever the engine does. Adds about as long as the load took.
+        #[arg(long)]
+        io_twin: bool,
     },
     /// Idle checkpoint time vs cache size; writer latency during a checkpoint (pathology 3).
     Checkpoint {
@@ -378,9 +388,11 @@ fn main() -> ExitCode {
             placement_probe,
             no_settle,
             freeze_probe,
+            io_twin,
         } => cache_pressure::run(&cache_pressure::Args {
             settle: !no_settle,
             freeze_probe,
+            io_twin,
             checkpoint_secs,
             write_back_secs,
             stats_log,
