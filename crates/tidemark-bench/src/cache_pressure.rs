@@ -105,9 +105,13 @@ pub fn run(a: &Args) -> BoxResult<bool> {
 
     // Per-second sampler.
     let sampler = {
-        let (done, stop) = (done.clone(), stop.clone());
+        let (done, stop, db) = (done.clone(), stop.clone(), db.clone());
         std::thread::spawn(move || {
             let mut windows = Vec::new();
+            // Each second's engine: what the data file and the log grew
+            // by, and whether a checkpoint ran at the second's end.
+            let mut engine = Vec::new();
+            let mut engine_last = db.stats();
             // Each second's host steal: a slow second with steal is one in
             // which the hypervisor took a virtual CPU from the machine.
             let mut steal = Vec::new();
@@ -141,8 +145,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 let p = report::pages_allocated();
                 allocated.push(p.zip(pages_last).map(|(p, l)| p.saturating_sub(l)));
                 pages_last = p;
+                let e = db.stats();
+                engine.push(Growth::between(&engine_last, &e));
+                engine_last = e;
             }
-            (windows, steal, reads, allocated)
+            (windows, steal, reads, allocated, engine)
         })
     };
     let ticks_at_start = report::cpu_ticks();
@@ -228,7 +235,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         freeze_figures(&p.finish(), &slow, worst_ns as f64 / 1e6, realtime)
     });
     stop.store(true, Ordering::Relaxed);
-    let (windows, steal, reads, allocated) = sampler.join().map_err(|_| msg("sampler panicked"))?;
+    let (windows, steal, reads, allocated, engine) =
+        sampler.join().map_err(|_| msg("sampler panicked"))?;
     let s = db.stats();
     // Whole seconds only: the last, partial window is dropped.
     let full: Vec<f64> = windows
@@ -288,6 +296,27 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             allocated_mb
                 .iter()
                 .map(|m| or_dash(m.map(|m| format!("{m:.0}")))),
+        );
+        per_second(
+            "MB the data file grew",
+            engine
+                .iter()
+                .take(full.len())
+                .map(|g| format!("{:.0}", g.file_mb)),
+        );
+        per_second(
+            "log segments created",
+            engine
+                .iter()
+                .take(full.len())
+                .map(|g| format!("{}", g.log_segments)),
+        );
+        per_second(
+            "checkpoint running at the second's end",
+            engine
+                .iter()
+                .take(full.len())
+                .map(|g| if g.checkpoint_running { "1" } else { "0" }.to_string()),
         );
         per_second(
             "KB read from the device",
@@ -427,6 +456,9 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "device_read_mb": read_mb, "device_read_kb_by_second": reads.iter().map(|r| r.map(|b| b / 1024)).collect::<Vec<_>>(),
         "worst_ms_with_device_reads": worst_with_reads, "worst_ms_without_device_reads": worst_without_reads,
         "memory_allocated_mb_by_second": allocated_mb,
+        "file_grown_mb_by_second": engine.iter().take(full.len()).map(|g| g.file_mb).collect::<Vec<_>>(),
+        "log_segments_created_by_second": engine.iter().take(full.len()).map(|g| g.log_segments).collect::<Vec<_>>(),
+        "checkpoint_running_by_second": engine.iter().take(full.len()).map(|g| g.checkpoint_running).collect::<Vec<_>>(),
     });
     if let Some((_, split)) = placement {
         figures["placement"] = split;
@@ -509,6 +541,29 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         figures,
         &targets,
     ))
+}
+
+/// What the engine grew by in one second of the load.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Growth {
+    /// MB the data file grew by (negative if it was cut).
+    file_mb: f64,
+    /// Log segments created (not recycled).
+    log_segments: u64,
+    /// A checkpoint was running when the second ended.
+    checkpoint_running: bool,
+}
+
+impl Growth {
+    fn between(before: &tidemark::Stats, after: &tidemark::Stats) -> Growth {
+        Growth {
+            file_mb: (after.file_size as f64 - before.file_size as f64) / 1048576.0,
+            log_segments: after
+                .log_segments_created
+                .saturating_sub(before.log_segments_created),
+            checkpoint_running: after.checkpoint_running,
+        }
+    }
 }
 
 /// The freeze probe's figures beside the slow inserts (`slow`: each
@@ -644,6 +699,26 @@ mod tests {
 
     /// A slow insert is set beside the time every CPU was stopped inside
     /// it; the worst insert with no such stop is the worst of the others.
+    #[test]
+    fn a_seconds_growth_is_the_difference_of_two_snapshots() {
+        let mut before = tidemark::Stats::default();
+        before.file_size = 64 << 20;
+        before.log_segments_created = 3;
+        let mut after = before.clone();
+        after.file_size = 96 << 20;
+        after.log_segments_created = 5;
+        after.checkpoint_running = true;
+        let g = Growth::between(&before, &after);
+        assert_eq!(g.file_mb, 32.0);
+        assert_eq!(g.log_segments, 2);
+        assert!(g.checkpoint_running);
+        // A file cut by `compact` shrinks: the growth is negative.
+        let cut = Growth::between(&after, &before);
+        assert_eq!(cut.file_mb, -32.0);
+        assert_eq!(cut.log_segments, 0, "segments created never count down");
+        assert!(!cut.checkpoint_running);
+    }
+
     #[test]
     fn slow_inserts_are_split_by_the_stops_inside_them() {
         let per_cpu = vec![
