@@ -142,41 +142,69 @@ pub fn run(dir: &Path, plan: &Plan) -> io::Result<Run> {
     r
 }
 
+/// What the twin's threads share.
+struct Shared<'a> {
+    plan: &'a Plan,
+    file: &'a File,
+    log: &'a File,
+    start: Instant,
+    read_len: usize,
+    write_len: usize,
+    log_len: usize,
+    frames_per_thread: usize,
+    /// Blocks written so far. A thread that finds the plan ahead of it
+    /// writes the next block itself, preallocating first where needed.
+    grown: AtomicU64,
+    /// Bytes the file is preallocated to.
+    allocated: AtomicU64,
+    grow_lock: Mutex<()>,
+    /// Records appended to the log so far.
+    log_at: AtomicU64,
+    /// Operations claimed and completed.
+    claimed: AtomicU64,
+    done: AtomicU64,
+    /// The write-back step in flight, as [first block, end block); end 0
+    /// when none is.
+    step: (AtomicU64, AtomicU64),
+    write_backs: AtomicU64,
+    stop: AtomicBool,
+}
+
 fn run_on(file: &File, log: &File, plan: &Plan) -> io::Result<Run> {
-    let read_len = plan.read_bytes.clamp(1, BLOCK as usize);
-    let write_len = plan.write_bytes.clamp(1, BLOCK as usize);
-    // Blocks written so far. A thread that finds the plan ahead of it
-    // writes the next block itself, preallocating first where needed.
-    let grown = AtomicU64::new(0);
-    let allocated = preallocated(BLOCK);
-    fallocate(file, allocated)?;
-    let allocated = AtomicU64::new(allocated);
-    let log_len = plan.log_bytes.min(BLOCK as usize);
-    // Records appended to the log so far.
-    let log_at = AtomicU64::new(0);
-    let grow_lock = Mutex::new(());
-    let claimed = AtomicU64::new(0);
-    let done = AtomicU64::new(0);
-    let stop = AtomicBool::new(false);
-    // The write-back step in flight, as [first block, end block); end 0
-    // when none is.
-    let step = (AtomicU64::new(0), AtomicU64::new(0));
-    let write_backs = AtomicU64::new(0);
-    let start = Instant::now();
-    let frames_per_thread = (plan.frames_bytes / plan.threads.max(1) / BLOCK as usize).max(1);
+    let first = preallocated(BLOCK);
+    fallocate(file, first)?;
     // The first block, so that every read finds one.
     file.write_all_at(&vec![0u8; BLOCK as usize], 0)?;
-    grown.store(1, Ordering::Relaxed);
-
+    let sh = Shared {
+        plan,
+        file,
+        log,
+        start: Instant::now(),
+        read_len: plan.read_bytes.clamp(1, BLOCK as usize),
+        // Room for the checksum in front.
+        write_len: plan.write_bytes.clamp(8, BLOCK as usize),
+        log_len: plan.log_bytes.min(BLOCK as usize / 2),
+        frames_per_thread: (plan.frames_bytes / plan.threads.max(1) / BLOCK as usize).max(1),
+        grown: AtomicU64::new(1),
+        allocated: AtomicU64::new(first),
+        grow_lock: Mutex::new(()),
+        log_at: AtomicU64::new(0),
+        claimed: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+        step: (AtomicU64::new(0), AtomicU64::new(0)),
+        write_backs: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    };
+    let sh = &sh;
     std::thread::scope(|s| -> io::Result<Run> {
         let sampler = s.spawn(|| {
             let mut windows = Vec::new();
             let mut last = 0;
-            let mut next = start + Duration::from_secs(1);
-            while !stop.load(Ordering::Relaxed) {
+            let mut next = sh.start + Duration::from_secs(1);
+            while !sh.stop.load(Ordering::Relaxed) {
                 std::thread::sleep(next.saturating_duration_since(Instant::now()));
                 next += Duration::from_secs(1);
-                let now = done.load(Ordering::Relaxed);
+                let now = sh.done.load(Ordering::Relaxed);
                 windows.push(now - last);
                 last = now;
             }
@@ -184,104 +212,16 @@ fn run_on(file: &File, log: &File, plan: &Plan) -> io::Result<Run> {
         });
         let flusher = std::thread::Builder::new()
             .name("cache-twin-flush".into())
-            .spawn_scoped(s, || -> io::Result<()> {
-                crate::io_twin::set_nice(FLUSH_NICE);
-                let Some(every) = plan.write_back_every else {
-                    return Ok(());
-                };
-                let mut next = start + every;
-                loop {
-                    while Instant::now() < next {
-                        if stop.load(Ordering::Relaxed) {
-                            return Ok(());
-                        }
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    next += every;
-                    let len = grown.load(Ordering::Acquire) * BLOCK;
-                    let mut off = 0;
-                    while off < len {
-                        step.0.store(off / BLOCK, Ordering::Release);
-                        step.1.store((off + STEP) / BLOCK, Ordering::Release);
-                        let r = crate::io_twin::sync_range(file, off, STEP);
-                        step.1.store(0, Ordering::Release);
-                        r?;
-                        off += STEP;
-                    }
-                    file.sync_data()?;
-                    write_backs.fetch_add(1, Ordering::Relaxed);
-                }
-            })?;
+            .spawn_scoped(s, || write_back(sh))?;
         let writers: Vec<_> = (0..plan.threads)
             .map(|w| {
-                let (grown, grow_lock, claimed, done, step, allocated, log_at) = (
-                    &grown, &grow_lock, &claimed, &done, &step, &allocated, &log_at,
-                );
-                s.spawn(move || -> io::Result<Vec<u64>> {
-                    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x7e1 + w as u64);
-                    let mut frames = vec![0u8; frames_per_thread * BLOCK as usize];
-                    // Bytes that are not all alike, so the checksum does real work.
-                    rng.fill(&mut frames[..]);
-                    let mut worst: Vec<u64> = Vec::new();
-                    loop {
-                        let i = claimed.fetch_add(1, Ordering::Relaxed);
-                        if i >= plan.ops {
-                            return Ok(worst);
-                        }
-                        let t0 = Instant::now();
-                        // Growth first: the blocks the plan wants by now.
-                        let want = blocks_at(plan, i + 1);
-                        if grown.load(Ordering::Acquire) < want {
-                            let _g = grow_lock.lock().unwrap_or_else(|p| p.into_inner());
-                            let mut have = grown.load(Ordering::Acquire);
-                            while have < want {
-                                if (have + 1) * BLOCK > allocated.load(Ordering::Relaxed) {
-                                    let len = preallocated((have + 1) * BLOCK);
-                                    fallocate(file, len)?;
-                                    allocated.store(len, Ordering::Relaxed);
-                                }
-                                let f = rng.gen_range(0..frames_per_thread) * BLOCK as usize;
-                                file.write_all_at(&frames[f..f + BLOCK as usize], have * BLOCK)?;
-                                have += 1;
-                                grown.store(have, Ordering::Release);
-                            }
-                        }
-                        let blocks = grown.load(Ordering::Acquire);
-                        let f = rng.gen_range(0..frames_per_thread) * BLOCK as usize;
-                        let frame = &mut frames[f..f + BLOCK as usize];
-                        let b = rng.gen_range(0..blocks);
-                        file.read_exact_at(&mut frame[..read_len], b * BLOCK)?;
-                        // The "insert": a few bytes changed.
-                        frame[(i as usize * 131) % read_len] ^= 0x5a;
-                        let crc = crc_fast::crc32_iscsi(&frame[4..write_len]);
-                        frame[..4].copy_from_slice(&crc.to_le_bytes());
-                        // A block outside the write-back step in flight.
-                        let mut b = rng.gen_range(0..blocks);
-                        for _ in 0..8 {
-                            let end = step.1.load(Ordering::Acquire);
-                            if end == 0 || b < step.0.load(Ordering::Acquire) || b >= end {
-                                break;
-                            }
-                            b = rng.gen_range(0..blocks);
-                        }
-                        file.write_all_at(&frame[..write_len], b * BLOCK)?;
-                        if log_len > 0 {
-                            // The record, appended where the log is; the
-                            // log starts over once it has reached the wrap.
-                            let records = (plan.log_wrap / log_len as u64).max(1);
-                            let at =
-                                log_at.fetch_add(1, Ordering::Relaxed) % records * log_len as u64;
-                            let r = &frame[write_len.min(BLOCK as usize - log_len)..][..log_len];
-                            log.write_all_at(r, at)?;
-                        }
-                        let ns = t0.elapsed().as_nanos() as u64;
-                        let sec = t0.duration_since(start).as_secs() as usize;
-                        if worst.len() <= sec {
-                            worst.resize(sec + 1, 0);
-                        }
-                        worst[sec] = worst[sec].max(ns);
-                        done.fetch_add(1, Ordering::Relaxed);
+                s.spawn(move || {
+                    let r = writer(sh, w);
+                    if r.is_err() {
+                        // The other writers stop at their next claim.
+                        sh.claimed.fetch_max(plan.ops, Ordering::Relaxed);
                     }
+                    r
                 })
             })
             .collect();
@@ -303,8 +243,8 @@ fn run_on(file: &File, log: &File, plan: &Plan) -> io::Result<Run> {
                 }
             }
         }
-        let elapsed = start.elapsed();
-        stop.store(true, Ordering::Relaxed);
+        let elapsed = sh.start.elapsed();
+        sh.stop.store(true, Ordering::Relaxed);
         let windows = sampler
             .join()
             .map_err(|_| io::Error::other("the twin's sampler panicked"))?;
@@ -325,9 +265,110 @@ fn run_on(file: &File, log: &File, plan: &Plan) -> io::Result<Run> {
             windows,
             worst_ns_by_second,
             elapsed,
-            write_backs: write_backs.load(Ordering::Relaxed),
+            write_backs: sh.write_backs.load(Ordering::Relaxed),
         })
     })
+}
+
+/// The write-back thread: every interval, the blocks written so far
+/// pushed to the device in steps and synced, at the engine's flush
+/// priority, until the writers are done.
+fn write_back(sh: &Shared) -> io::Result<()> {
+    crate::io_twin::set_nice(FLUSH_NICE);
+    let Some(every) = sh.plan.write_back_every else {
+        return Ok(());
+    };
+    let mut next = sh.start + every;
+    loop {
+        while Instant::now() < next {
+            if sh.stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        next += every;
+        let len = sh.grown.load(Ordering::Acquire) * BLOCK;
+        let mut off = 0;
+        while off < len {
+            sh.step.0.store(off / BLOCK, Ordering::Release);
+            sh.step.1.store((off + STEP) / BLOCK, Ordering::Release);
+            let r = crate::io_twin::sync_range(sh.file, off, STEP);
+            sh.step.1.store(0, Ordering::Release);
+            r?;
+            off += STEP;
+        }
+        sh.file.sync_data()?;
+        sh.write_backs.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One writer thread: claims operations until all are claimed; returns
+/// its slowest operation of each second, in ns.
+fn writer(sh: &Shared, w: usize) -> io::Result<Vec<u64>> {
+    let (plan, file) = (sh.plan, sh.file);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x7e1 + w as u64);
+    let mut frames = vec![0u8; sh.frames_per_thread * BLOCK as usize];
+    // Bytes that are not all alike, so the checksum does real work.
+    rng.fill(&mut frames[..]);
+    let mut worst: Vec<u64> = Vec::new();
+    loop {
+        let i = sh.claimed.fetch_add(1, Ordering::Relaxed);
+        if i >= plan.ops {
+            return Ok(worst);
+        }
+        let t0 = Instant::now();
+        // Growth first: the blocks the plan wants by now.
+        let want = blocks_at(plan, i + 1);
+        if sh.grown.load(Ordering::Acquire) < want {
+            let _g = sh.grow_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let mut have = sh.grown.load(Ordering::Acquire);
+            while have < want {
+                if (have + 1) * BLOCK > sh.allocated.load(Ordering::Relaxed) {
+                    let len = preallocated((have + 1) * BLOCK);
+                    fallocate(file, len)?;
+                    sh.allocated.store(len, Ordering::Relaxed);
+                }
+                let f = rng.gen_range(0..sh.frames_per_thread) * BLOCK as usize;
+                file.write_all_at(&frames[f..f + BLOCK as usize], have * BLOCK)?;
+                have += 1;
+                sh.grown.store(have, Ordering::Release);
+            }
+        }
+        let blocks = sh.grown.load(Ordering::Acquire);
+        let f = rng.gen_range(0..sh.frames_per_thread) * BLOCK as usize;
+        let frame = &mut frames[f..f + BLOCK as usize];
+        let b = rng.gen_range(0..blocks);
+        file.read_exact_at(&mut frame[..sh.read_len], b * BLOCK)?;
+        // The "insert": a byte changed.
+        frame[(i as usize * 131) % sh.read_len] ^= 0x5a;
+        let crc = crc_fast::crc32_iscsi(&frame[4..sh.write_len]);
+        frame[..4].copy_from_slice(&crc.to_le_bytes());
+        // A block outside the write-back step in flight.
+        let mut b = rng.gen_range(0..blocks);
+        for _ in 0..8 {
+            let end = sh.step.1.load(Ordering::Acquire);
+            if end == 0 || b < sh.step.0.load(Ordering::Acquire) || b >= end {
+                break;
+            }
+            b = rng.gen_range(0..blocks);
+        }
+        file.write_all_at(&frame[..sh.write_len], b * BLOCK)?;
+        if sh.log_len > 0 {
+            // The record, appended where the log is; the log starts over
+            // once it has reached the wrap.
+            let records = (plan.log_wrap / sh.log_len as u64).max(1);
+            let at = sh.log_at.fetch_add(1, Ordering::Relaxed) % records * sh.log_len as u64;
+            sh.log
+                .write_all_at(&frame[BLOCK as usize - sh.log_len..], at)?;
+        }
+        let ns = t0.elapsed().as_nanos() as u64;
+        let sec = t0.duration_since(sh.start).as_secs() as usize;
+        if worst.len() <= sec {
+            worst.resize(sec + 1, 0);
+        }
+        worst[sec] = worst[sec].max(ns);
+        sh.done.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]
@@ -416,6 +457,22 @@ mod tests {
             checked > 32,
             "most blocks were overwritten by checksummed writes: {checked}"
         );
+    }
+
+    #[test]
+    fn a_failed_write_is_reported() {
+        let d = tempfile::tempdir().unwrap();
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(d.path().join("t"))
+            .unwrap();
+        std::fs::write(d.path().join("log"), b"").unwrap();
+        // A log the twin may not write to.
+        let log = File::open(d.path().join("log")).unwrap();
+        let err = run_on(&file, &log, &plan(1_000_000)).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EBADF), "{err}");
     }
 
     #[test]
