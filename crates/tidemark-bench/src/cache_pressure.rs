@@ -109,7 +109,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         std::thread::spawn(move || {
             let mut windows = Vec::new();
             // Each second's engine: what the data file and the log grew
-            // by, and whether a checkpoint ran at the second's end.
+            // by, whether a checkpoint ran at the second's end, and the
+            // write-backs of the data file that ended.
             let mut engine = Vec::new();
             let mut engine_last = db.stats();
             // Each second's host steal: a slow second with steal is one in
@@ -319,6 +320,13 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 .map(|g| if g.checkpoint_running { "1" } else { "0" }.to_string()),
         );
         per_second(
+            "data-file write-backs ended",
+            engine
+                .iter()
+                .take(full.len())
+                .map(|g| format!("{}", g.write_backs)),
+        );
+        per_second(
             "KB read from the device",
             reads
                 .iter()
@@ -459,6 +467,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "file_grown_mb_by_second": engine.iter().take(full.len()).map(|g| g.file_mb).collect::<Vec<_>>(),
         "log_segments_created_by_second": engine.iter().take(full.len()).map(|g| g.log_segments).collect::<Vec<_>>(),
         "checkpoint_running_by_second": engine.iter().take(full.len()).map(|g| g.checkpoint_running).collect::<Vec<_>>(),
+        "write_backs_by_second": engine.iter().take(full.len()).map(|g| g.write_backs).collect::<Vec<_>>(),
     });
     if let Some((_, split)) = placement {
         figures["placement"] = split;
@@ -552,6 +561,8 @@ struct Growth {
     log_segments: u64,
     /// A checkpoint was running when the second ended.
     checkpoint_running: bool,
+    /// Write-backs of the data file between checkpoints that ended.
+    write_backs: u64,
 }
 
 impl Growth {
@@ -562,6 +573,9 @@ impl Growth {
                 .log_segments_created
                 .saturating_sub(before.log_segments_created),
             checkpoint_running: after.checkpoint_running,
+            write_backs: after
+                .data_write_backs
+                .saturating_sub(before.data_write_backs),
         }
     }
 }
@@ -708,15 +722,18 @@ mod tests {
         after.file_size = 96 << 20;
         after.log_segments_created = 5;
         after.checkpoint_running = true;
+        after.data_write_backs = 1;
         let g = Growth::between(&before, &after);
         assert_eq!(g.file_mb, 32.0);
         assert_eq!(g.log_segments, 2);
         assert!(g.checkpoint_running);
+        assert_eq!(g.write_backs, 1);
         // A file cut by `compact` shrinks: the growth is negative.
         let cut = Growth::between(&after, &before);
         assert_eq!(cut.file_mb, -32.0);
         assert_eq!(cut.log_segments, 0, "segments created never count down");
         assert!(!cut.checkpoint_running);
+        assert_eq!(cut.write_backs, 0);
     }
 
     #[test]
