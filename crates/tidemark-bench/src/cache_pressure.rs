@@ -245,6 +245,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         .take(elapsed.as_secs() as usize)
         .map(|&w| w as f64)
         .collect();
+    let engine = &engine[..engine.len().min(full.len())];
     let mut sorted = full.clone();
     let med = report::median(&mut sorted);
     let min = sorted.first().copied().unwrap_or(0.0);
@@ -300,31 +301,21 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         );
         per_second(
             "MB the data file grew",
-            engine
-                .iter()
-                .take(full.len())
-                .map(|g| format!("{:.0}", g.file_mb)),
+            engine.iter().map(|g| format!("{:.0}", g.file_mb)),
         );
         per_second(
             "log segments created",
-            engine
-                .iter()
-                .take(full.len())
-                .map(|g| format!("{}", g.log_segments)),
+            engine.iter().map(|g| format!("{}", g.log_segments)),
         );
         per_second(
             "checkpoint running at the second's end",
             engine
                 .iter()
-                .take(full.len())
                 .map(|g| if g.checkpoint_running { "1" } else { "0" }.to_string()),
         );
         per_second(
             "data-file write-backs ended",
-            engine
-                .iter()
-                .take(full.len())
-                .map(|g| format!("{}", g.write_backs)),
+            engine.iter().map(|g| format!("{}", g.write_backs)),
         );
         per_second(
             "KB read from the device",
@@ -464,10 +455,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "device_read_mb": read_mb, "device_read_kb_by_second": reads.iter().map(|r| r.map(|b| b / 1024)).collect::<Vec<_>>(),
         "worst_ms_with_device_reads": worst_with_reads, "worst_ms_without_device_reads": worst_without_reads,
         "memory_allocated_mb_by_second": allocated_mb,
-        "file_grown_mb_by_second": engine.iter().take(full.len()).map(|g| g.file_mb).collect::<Vec<_>>(),
-        "log_segments_created_by_second": engine.iter().take(full.len()).map(|g| g.log_segments).collect::<Vec<_>>(),
-        "checkpoint_running_by_second": engine.iter().take(full.len()).map(|g| g.checkpoint_running).collect::<Vec<_>>(),
-        "write_backs_by_second": engine.iter().take(full.len()).map(|g| g.write_backs).collect::<Vec<_>>(),
+        "file_grown_mb_by_second": engine.iter().map(|g| g.file_mb).collect::<Vec<_>>(),
+        "log_segments_created_by_second": engine.iter().map(|g| g.log_segments).collect::<Vec<_>>(),
+        "checkpoint_running_by_second": engine.iter().map(|g| g.checkpoint_running).collect::<Vec<_>>(),
+        "write_backs_by_second": engine.iter().map(|g| g.write_backs).collect::<Vec<_>>(),
     });
     if let Some((_, split)) = placement {
         figures["placement"] = split;
