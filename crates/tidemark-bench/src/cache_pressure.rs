@@ -62,15 +62,16 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     }
     let dir = tempfile::tempdir_in(&a.dir)?;
     let cache = a.cache_mb << 20;
+    let write_back_interval = match a.write_back_secs {
+        None => Some(tidemark::DEFAULT_WRITE_BACK_INTERVAL),
+        Some(0) => None,
+        Some(s) => Some(Duration::from_secs(s)),
+    };
     let db = tidemark::Builder::new()
         .cache_size(cache)
         .page_size(a.page_size)
         .checkpoint_interval(Some(std::time::Duration::from_secs(a.checkpoint_secs)))
-        .write_back_interval(match a.write_back_secs {
-            None => Some(tidemark::DEFAULT_WRITE_BACK_INTERVAL),
-            Some(0) => None,
-            Some(s) => Some(Duration::from_secs(s)),
-        })
+        .write_back_interval(write_back_interval)
         // The default statistics log (a line every 10 s), or one a second
         // where asked.
         .statistics_log(Some(match &a.stats_log {
@@ -249,6 +250,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let mut sorted = full.clone();
     let med = report::median(&mut sorted);
     let min = sorted.first().copied().unwrap_or(0.0);
+    let min_over_median = if med > 0.0 { min / med } else { 0.0 };
     let evicted = (s.pages_evicted_clean + s.pages_evicted_dirty).max(1);
     let examined_per_evicted = s.pages_examined as f64 / evicted as f64;
     // Evictions and cleanings that wrote a page over the block it took
@@ -431,11 +433,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         );
     }
     let targets = [
-        Target::at_least(
-            "min 1-s window / median",
-            if med > 0.0 { min / med } else { 0.0 },
-            0.7,
-        ),
+        Target::at_least("min 1-s window / median", min_over_median, 0.7),
         Target::below("max single-op latency ms", worst_ns as f64 / 1e6, 20.0),
         Target::at_most(
             "peak cache % (100 + 1 page/thread)",
@@ -483,17 +481,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             frames_bytes: cache,
             log_bytes: (s.log_bytes_written / ops.max(1)) as usize,
             log_wrap: tidemark::DEFAULT_CHECKPOINT_LOG_SIZE,
-            write_back_every: match a.write_back_secs {
-                None => Some(tidemark::DEFAULT_WRITE_BACK_INTERVAL),
-                Some(0) => None,
-                Some(s) => Some(Duration::from_secs(s)),
-            },
+            write_back_every: write_back_interval,
         };
         let twin_dir = tempfile::tempdir_in(&a.dir)?;
         let r = crate::cache_twin::run(twin_dir.path(), &plan)?;
         let (tmed, tmin) = r.median_and_min();
         let ratio = if tmed > 0.0 { tmin / tmed } else { 0.0 };
-        let engine_ratio = if med > 0.0 { min / med } else { 0.0 };
         if !a.json {
             println!(
                 "io twin: {} operations, each reading {}, writing {} and logging {} bytes, file grown to {:.1} MB",
@@ -517,7 +510,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             println!(
                 "{:<36} {:>14}",
                 "min/median: engine / twin",
-                format!("{engine_ratio:.3}/{ratio:.3}")
+                format!("{min_over_median:.3}/{ratio:.3}")
             );
             println!(
                 "{:<36} {:>14}",
@@ -702,8 +695,6 @@ fn per_second(what: &str, values: impl Iterator<Item = String>) {
 mod tests {
     use super::*;
 
-    /// A slow insert is set beside the time every CPU was stopped inside
-    /// it; the worst insert with no such stop is the worst of the others.
     #[test]
     fn a_seconds_growth_is_the_difference_of_two_snapshots() {
         let mut before = tidemark::Stats::default();
@@ -727,6 +718,8 @@ mod tests {
         assert_eq!(cut.write_backs, 0);
     }
 
+    /// A slow insert is set beside the time every CPU was stopped inside
+    /// it; the worst insert with no such stop is the worst of the others.
     #[test]
     fn slow_inserts_are_split_by_the_stops_inside_them() {
         let per_cpu = vec![
