@@ -38,6 +38,10 @@ pub struct Args {
     /// ([`crate::cache_twin`]) and print the twin's figures beside the
     /// engine's.
     pub io_twin: bool,
+    /// Time a fixed unit of work on each CPU every 5 ms while the load
+    /// runs ([`crate::cpu_speed`]), and set each second's rate beside the
+    /// speed the machine had in it.
+    pub speed_probe: bool,
 }
 
 /// An insert at least this slow is kept, with when it began, for the
@@ -158,6 +162,13 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let read_at_start = report::device_read_bytes();
     let start = Instant::now();
     let probe = crate::placement::start_if(a.placement_probe, a.json, start);
+    let speed_probe = a
+        .speed_probe
+        .then(|| crate::cpu_speed::start(start))
+        .flatten();
+    if a.speed_probe && speed_probe.is_none() && !a.json {
+        eprintln!("speed probe: needs threads that can be pinned; not run");
+    }
     let freeze_probe = if a.freeze_probe {
         let p = crate::freezes::start(start);
         if !a.json {
@@ -232,6 +243,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         .zip(read_at_start)
         .map(|(r, r0)| r.saturating_sub(r0) as f64 / 1048576.0);
     let placement_samples = probe.map(crate::placement::Probe::finish);
+    let speed_samples = speed_probe.map(crate::cpu_speed::Probe::finish);
     let freezes = freeze_probe.map(|p| {
         let realtime = p.realtime;
         freeze_figures(&p.finish(), &slow, worst_ns as f64 / 1e6, realtime)
@@ -284,8 +296,37 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         split["far_by_second"] = json!(far);
         (rtt, split)
     });
+    let speed = speed_samples.map(|per_cpu| {
+        let by_second = crate::cpu_speed::per_second(&per_cpu, full.len());
+        let mut split = report::split(
+            &full,
+            &crate::cpu_speed::slow(&by_second),
+            med,
+            ("full", "slow"),
+        );
+        let mut known: Vec<f64> = by_second.iter().flatten().copied().collect();
+        let speed_min = known.iter().copied().reduce(f64::min);
+        let speed_med = (!known.is_empty()).then(|| report::median(&mut known));
+        split["speed_min_over_median"] = json!(speed_min.zip(speed_med).map(|(m, d)| m / d));
+        split["min_over_median_at_full_speed"] = json!(
+            crate::cpu_speed::min_over_median_at_full_speed(&full, &by_second)
+        );
+        split["speed_by_second"] = json!(by_second
+            .iter()
+            .map(|s| s.map(|s| (s * 1000.0).round() / 1000.0))
+            .collect::<Vec<_>>());
+        (by_second, split)
+    });
     if !a.json {
         per_second("inserts", full.iter().map(|w| format!("{w:.0}")));
+        if let Some((by_second, _)) = &speed {
+            per_second(
+                "CPU speed % of the run's fastest",
+                by_second
+                    .iter()
+                    .map(|s| s.map_or("-".into(), |s| format!("{:.0}", 100.0 * s))),
+            );
+        }
         per_second(
             "worst insert ms",
             worst_ms.iter().map(|w| format!("{w:.1}")),
@@ -359,6 +400,40 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 "{:<36} {:>14}",
                 "far median / near median",
                 r("far_median_over_near_median")
+            );
+        }
+        if let Some((_, split)) = &speed {
+            let f = |k: &str| split[k].as_f64().map_or("-".into(), |x| format!("{x:.0}"));
+            let r = |k: &str| split[k].as_f64().map_or("-".into(), |x| format!("{x:.3}"));
+            println!(
+                "{:<36} {:>14}",
+                "seconds at full CPU speed / slower",
+                format!("{}/{}", split["full_seconds"], split["slow_seconds"])
+            );
+            println!(
+                "{:<36} {:>14}",
+                "full speed: median / min ops/s",
+                format!("{}/{}", f("full_median_window"), f("full_min_window"))
+            );
+            println!(
+                "{:<36} {:>14}",
+                "slower: median / min ops/s",
+                format!("{}/{}", f("slow_median_window"), f("slow_min_window"))
+            );
+            println!(
+                "{:<36} {:>14}",
+                "min full-speed window / median",
+                r("full_min_over_median")
+            );
+            println!(
+                "{:<36} {:>14}",
+                "CPU speed: min / median",
+                r("speed_min_over_median")
+            );
+            println!(
+                "{:<36} {:>14}",
+                "min/median of ops/s over CPU speed",
+                r("min_over_median_at_full_speed")
             );
         }
         if let Some(st) = &settled {
@@ -461,6 +536,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     if let Some((_, split)) = placement {
         figures["placement"] = split;
     }
+    figures["cpu_speed"] = speed.map_or(serde_json::Value::Null, |(_, split)| split);
     figures["freeze_probe"] = freezes.unwrap_or(serde_json::Value::Null);
     figures["settle"] = settled.map_or(serde_json::Value::Null, |st| st.json());
     drop(t);

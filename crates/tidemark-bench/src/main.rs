@@ -8,6 +8,7 @@ mod cache_pressure;
 mod cache_twin;
 mod capped;
 mod checkpoint;
+mod cpu_speed;
 mod crash_loop;
 mod engines;
 mod fill;
@@ -114,6 +115,11 @@ enum Cmd {
         /// whatever the engine does. Adds about as long as the load took.
         #[arg(long)]
         io_twin: bool,
+        /// Do not time a fixed unit of work on each CPU every 5 ms (about
+        /// 0.2 % of each CPU) to print the speed the machine ran at in
+        /// each second beside the load's rate.
+        #[arg(long)]
+        no_speed_probe: bool,
     },
     /// Idle checkpoint time vs cache size; writer latency during a checkpoint (pathology 3).
     Checkpoint {
@@ -389,7 +395,9 @@ fn main() -> ExitCode {
             no_settle,
             freeze_probe,
             io_twin,
+            no_speed_probe,
         } => cache_pressure::run(&cache_pressure::Args {
+            speed_probe: !no_speed_probe,
             settle: !no_settle,
             freeze_probe,
             io_twin,

@@ -237,33 +237,10 @@ pub fn far_shares(samples: &[Sample], windows: &[(f64, f64)]) -> Vec<Option<f64>
         .collect()
 }
 
-/// The workload's figures split by placement: for the seconds near and
-/// far, how many, the median and the lowest rate, and the lowest near
-/// second over the median of all seconds.
+/// The workload's figures split by placement ([`crate::report::split`],
+/// near against far).
 pub fn split(windows: &[f64], far: &[Option<bool>], median_all: f64) -> serde_json::Value {
-    let pick = |want: bool| -> Vec<f64> {
-        windows
-            .iter()
-            .zip(far)
-            .filter(|(_, f)| **f == Some(want))
-            .map(|(w, _)| *w)
-            .collect()
-    };
-    let stats = |mut v: Vec<f64>| {
-        let n = v.len();
-        let med = (n > 0).then(|| crate::report::median(&mut v));
-        let min = v.iter().copied().reduce(f64::min);
-        (n, med, min)
-    };
-    let (nn, near_med, near_min) = stats(pick(false));
-    let (nf, far_med, far_min) = stats(pick(true));
-    serde_json::json!({
-        "near_seconds": nn, "far_seconds": nf,
-        "near_median_window": near_med, "near_min_window": near_min,
-        "far_median_window": far_med, "far_min_window": far_min,
-        "near_min_over_median": near_min.filter(|_| median_all > 0.0).map(|m| m / median_all),
-        "far_median_over_near_median": far_med.zip(near_med).map(|(f, n)| f / n),
-    })
+    crate::report::split(windows, far, median_all, ("near", "far"))
 }
 
 #[cfg(test)]
@@ -309,22 +286,6 @@ mod tests {
             ]
         );
         assert_eq!(far(&[None, None]), vec![None, None]);
-    }
-
-    /// The split counts each placement's seconds and their rates, and
-    /// leaves out unsampled seconds.
-    #[test]
-    fn split_separates_near_and_far_rates() {
-        let w = [100.0, 90.0, 50.0, 60.0, 10.0];
-        let f = [Some(false), Some(false), Some(true), Some(true), None];
-        let v = split(&w, &f, 80.0);
-        assert_eq!(v["near_seconds"], 2);
-        assert_eq!(v["far_seconds"], 2);
-        assert_eq!(v["near_min_window"], 90.0);
-        // The median of an even count is the upper middle value.
-        assert_eq!(v["far_median_window"], 60.0);
-        assert_eq!(v["near_min_over_median"], 90.0 / 80.0);
-        assert_eq!(v["far_median_over_near_median"], 60.0 / 100.0);
     }
 
     /// The share of far samples inside each window, against the 10th

@@ -234,6 +234,58 @@ pub fn device_read_bytes() -> Option<u64> {
     )
 }
 
+/// A workload's per-second rates split in two by a flag per second
+/// (`None`: the second is left out), named `names.0` for `false` and
+/// `names.1` for `true`: for each side, how many seconds, their median
+/// and lowest rate; the lowest `false` second over the median of all
+/// seconds (`median_all`); and the `true` side's median over the `false`
+/// side's. With names `a` and `b` the keys are `a_seconds`, `b_seconds`,
+/// `a_median_window`, `a_min_window`, `b_median_window`, `b_min_window`,
+/// `a_min_over_median` and `b_median_over_a_median`.
+pub fn split(
+    windows: &[f64],
+    flags: &[Option<bool>],
+    median_all: f64,
+    names: (&str, &str),
+) -> Value {
+    let pick = |want: bool| -> Vec<f64> {
+        windows
+            .iter()
+            .zip(flags)
+            .filter(|(_, f)| **f == Some(want))
+            .map(|(w, _)| *w)
+            .collect()
+    };
+    let stats = |mut v: Vec<f64>| {
+        let n = v.len();
+        let med = (n > 0).then(|| median(&mut v));
+        let min = v.iter().copied().reduce(f64::min);
+        (n, med, min)
+    };
+    let (na, a_med, a_min) = stats(pick(false));
+    let (nb, b_med, b_min) = stats(pick(true));
+    let (a, b) = names;
+    let mut v = serde_json::Map::new();
+    v.insert(format!("{a}_seconds"), na.into());
+    v.insert(format!("{b}_seconds"), nb.into());
+    v.insert(format!("{a}_median_window"), a_med.into());
+    v.insert(format!("{a}_min_window"), a_min.into());
+    v.insert(format!("{b}_median_window"), b_med.into());
+    v.insert(format!("{b}_min_window"), b_min.into());
+    v.insert(
+        format!("{a}_min_over_median"),
+        a_min
+            .filter(|_| median_all > 0.0)
+            .map(|m| m / median_all)
+            .into(),
+    );
+    v.insert(
+        format!("{b}_median_over_{a}_median"),
+        b_med.zip(a_med).map(|(b, a)| b / a).into(),
+    );
+    Value::Object(v)
+}
+
 /// For each second, the worst of `worst_ms` split by whether a device
 /// read was counted in that second or the next (an insert that began in
 /// second `s` and waited for a read may see it counted in `s + 1`):
@@ -337,6 +389,22 @@ impl Steal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The split counts each side's seconds and their rates, and
+    /// leaves out unsampled seconds.
+    #[test]
+    fn split_separates_near_and_far_rates() {
+        let w = [100.0, 90.0, 50.0, 60.0, 10.0];
+        let f = [Some(false), Some(false), Some(true), Some(true), None];
+        let v = split(&w, &f, 80.0, ("near", "far"));
+        assert_eq!(v["near_seconds"], 2);
+        assert_eq!(v["far_seconds"], 2);
+        assert_eq!(v["near_min_window"], 90.0);
+        // The median of an even count is the upper middle value.
+        assert_eq!(v["far_median_window"], 60.0);
+        assert_eq!(v["near_min_over_median"], 90.0 / 80.0);
+        assert_eq!(v["far_median_over_near_median"], 60.0 / 100.0);
+    }
 
     #[test]
     fn pages_allocated_sums_every_zone() {

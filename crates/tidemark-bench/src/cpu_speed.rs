@@ -1,0 +1,194 @@
+//! How fast each CPU ran, second by second, beside a workload
+//! (`cache-pressure`; `--no-speed-probe` turns it off).
+//!
+//! On a shared host a virtual CPU does not always get a whole core: while
+//! something else runs on the core's other hardware thread, or the host
+//! slows the core, the same instructions take longer, and the guest sees
+//! no steal for it. The probe pins one thread to each CPU; every
+//! [`EVERY`] it times one fixed unit of work ([`UNIT_ITERATIONS`] steps of
+//! a loop, about 10 us on an unloaded core) and sleeps. Each second's
+//! median unit time, against the run's fastest seconds, gives that CPU's
+//! speed for the second; the machine's speed is the mean over its CPUs.
+//! A slow second of the workload can then be set beside the speed the
+//! machine had in it (BENCHMARKS.md, cache-pressure, "The CPUs' own
+//! speed").
+//!
+//! It costs each CPU about 10 us in 5 ms (0.2 %). A unit interrupted by
+//! another thread counts that thread's time too; the per-second median
+//! keeps those few out.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Time between units on each CPU.
+pub const EVERY: Duration = Duration::from_millis(5);
+/// Steps of the timed loop.
+pub const UNIT_ITERATIONS: u64 = 20_000;
+/// A CPU's reference time is this percentile of its per-second medians:
+/// its fastest seconds, without trusting the single fastest.
+const REFERENCE_PERCENTILE: f64 = 10.0;
+/// A second is at full speed when the machine ran at least this share of
+/// its reference speed. One CPU at half speed puts the machine at 0.75.
+pub const FULL_SPEED: f64 = 0.9;
+
+/// One unit: seconds since the workload started, and its time in ns.
+pub type Sample = (f64, f64);
+
+/// A running probe.
+pub struct Probe {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<Vec<Sample>>>,
+}
+
+/// The fixed unit of work, timed, in ns.
+fn unit() -> f64 {
+    let t = Instant::now();
+    let mut acc = 0u64;
+    for i in 0..UNIT_ITERATIONS {
+        acc = acc.wrapping_add(std::hint::black_box(i));
+    }
+    std::hint::black_box(acc);
+    t.elapsed().as_nanos() as f64
+}
+
+/// Starts one probe thread per CPU (at most 64), each pinned; `None` where
+/// threads cannot be pinned. Samples are timed from `start`.
+pub fn start(start: Instant) -> Option<Probe> {
+    let cpus = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(64);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let threads: Vec<_> = (0..cpus)
+        .map(|cpu| {
+            let (stop, tx) = (stop.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let pinned = crate::placement::pin(cpu);
+                let _ = tx.send(pinned);
+                let mut samples = Vec::new();
+                while pinned && !stop.load(Ordering::Relaxed) {
+                    let ns = unit();
+                    samples.push((start.elapsed().as_secs_f64(), ns));
+                    std::thread::sleep(EVERY);
+                }
+                samples
+            })
+        })
+        .collect();
+    drop(tx);
+    let all_pinned = rx.iter().take(cpus).filter(|&p| p).count() == cpus;
+    let probe = Probe { stop, threads };
+    if all_pinned {
+        Some(probe)
+    } else {
+        probe.finish();
+        None
+    }
+}
+
+impl Probe {
+    /// Stops the probe and returns each CPU's samples.
+    pub fn finish(self) -> Vec<Vec<Sample>> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_default())
+            .collect()
+    }
+}
+
+/// The machine's speed in each of the first `seconds` whole seconds: for
+/// each CPU, its reference unit time ([`REFERENCE_PERCENTILE`] of its
+/// per-second medians) over the second's median, and the mean of that
+/// over the CPUs sampled in the second. `None` for a second no CPU was
+/// sampled in.
+pub fn per_second(per_cpu: &[Vec<Sample>], seconds: usize) -> Vec<Option<f64>> {
+    let speeds: Vec<Vec<Option<f64>>> = per_cpu
+        .iter()
+        .map(|samples| {
+            let medians = crate::placement::per_second(samples, seconds);
+            let mut known: Vec<f64> = medians.iter().flatten().copied().collect();
+            let reference = crate::report::percentile(&mut known, REFERENCE_PERCENTILE);
+            medians
+                .into_iter()
+                .map(|m| m.filter(|&m| m > 0.0).map(|m| reference / m))
+                .collect()
+        })
+        .collect();
+    (0..seconds)
+        .map(|s| {
+            let v: Vec<f64> = speeds.iter().filter_map(|c| c[s]).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        })
+        .collect()
+}
+
+/// Which seconds ran below [`FULL_SPEED`]; `None` where unsampled.
+pub fn slow(speed: &[Option<f64>]) -> Vec<Option<bool>> {
+    speed.iter().map(|s| s.map(|s| s < FULL_SPEED)).collect()
+}
+
+/// The lowest second over the median, of `windows` each divided by the
+/// machine's speed in it: what the load's slowest second would have been
+/// had every second had the CPUs' reference speed. Unsampled seconds are
+/// left out; `None` if none is left.
+pub fn min_over_median_at_full_speed(windows: &[f64], speed: &[Option<f64>]) -> Option<f64> {
+    let mut v: Vec<f64> = windows
+        .iter()
+        .zip(speed)
+        .filter_map(|(w, s)| s.filter(|&s| s > 0.0).map(|s| w / s))
+        .collect();
+    let min = v.iter().copied().reduce(f64::min)?;
+    let med = crate::report::median(&mut v);
+    (med > 0.0).then(|| min / med)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each CPU's speed is its reference time over the second's median;
+    /// the machine's is the mean over the CPUs sampled that second.
+    #[test]
+    fn a_seconds_speed_is_the_mean_of_its_cpus() {
+        // CPU 0: 10 us in seconds 0, 1 and 3, 20 us in second 2.
+        let c0 = vec![(0.1, 10e3), (1.5, 10e3), (2.5, 20e3), (3.2, 10e3)];
+        // CPU 1: 10 us throughout, no sample in second 3.
+        let c1 = vec![(0.2, 10e3), (1.1, 10e3), (2.9, 10e3)];
+        let s = per_second(&[c0, c1], 5);
+        assert_eq!(s, vec![Some(1.0), Some(1.0), Some(0.75), Some(1.0), None]);
+        assert_eq!(
+            slow(&s),
+            vec![Some(false), Some(false), Some(true), Some(false), None]
+        );
+    }
+
+    /// The rates divided by the speed: a second at half speed with half
+    /// the rate is no longer the slowest.
+    #[test]
+    fn rates_at_full_speed_divide_by_each_seconds_speed() {
+        let w = [100.0, 100.0, 50.0, 90.0, 1.0];
+        let s = [Some(1.0), Some(1.0), Some(0.5), Some(1.0), None];
+        assert_eq!(min_over_median_at_full_speed(&w, &s), Some(0.9));
+        assert_eq!(min_over_median_at_full_speed(&w, &[None; 5]), None);
+    }
+
+    /// On a machine whose threads can be pinned the probe samples every
+    /// CPU and stops.
+    #[test]
+    fn the_probe_samples_each_cpu_and_stops() {
+        let Some(p) = start(Instant::now()) else {
+            return; // pinning not allowed here: nothing to sample
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        let per_cpu = p.finish();
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(per_cpu.len(), cpus.min(64));
+        for s in &per_cpu {
+            assert!(!s.is_empty(), "a CPU gave no sample in 300 ms");
+            assert!(s.iter().all(|&(t, ns)| t >= 0.0 && ns > 0.0));
+        }
+    }
+}
