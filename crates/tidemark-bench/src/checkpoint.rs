@@ -25,6 +25,9 @@ pub struct Args {
     /// Add a window per round beside the checkpoint's I/O done without
     /// the engine ([`crate::io_twin`]).
     pub io_twin: bool,
+    /// Time a fixed unit of work on each CPU through the writer's rounds
+    /// ([`crate::cpu_speed`]) and print each window's speed.
+    pub speed_probe: bool,
 }
 
 const VALUE_LEN: usize = 4000;
@@ -195,6 +198,13 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
     // `probe_start`, for the placement probe.
     let probe_start = Instant::now();
     let probe = crate::placement::start_if(a.placement_probe, a.json, probe_start);
+    let speed_probe = a
+        .speed_probe
+        .then(|| crate::cpu_speed::start(probe_start))
+        .flatten();
+    if a.speed_probe && speed_probe.is_none() && !a.json {
+        eprintln!("speed probe: needs threads that can be pinned; not run");
+    }
     let at = || probe_start.elapsed().as_secs_f64();
     let mut windows: Vec<[(f64, f64); 2]> = Vec::new();
     // Per round: what the database grew by, beside its p99s.
@@ -307,6 +317,15 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
             .collect();
         json!({ "rounds": rows, "samples": samples.len() })
     });
+    // Each round's windows beside the speed the CPUs ran at in them.
+    if let Some(p) = speed_probe {
+        let flat: Vec<(f64, f64)> = windows.iter().flatten().copied().collect();
+        let speeds = crate::cpu_speed::over_windows(&p.finish(), &flat);
+        for (i, r) in per_round.iter_mut().enumerate() {
+            r["baseline_cpu_speed"] = json!(speeds.get(2 * i).copied().flatten());
+            r["during_cpu_speed"] = json!(speeds.get(2 * i + 1).copied().flatten());
+        }
+    }
     let m = |v: &mut Vec<f64>| report::median(v);
     let met = |c: &report::WindowCounts| {
         json!({
@@ -430,7 +449,13 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         println!("each round: p99s in us; the database's growth (its data file in MB, new and recycled log");
         println!("segments); memory the kernel handed out while the checkpoint ran (MB); the writer's shadow");
         println!("copies and page faults per 1,000 puts beside the checkpoint:");
-        println!(
+        let speeds = w["per_round"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|r| r.get("baseline_cpu_speed").is_some()));
+        if speeds {
+            println!("and the CPUs' speed in the baseline and beside the checkpoint (% of the run's fastest):");
+        }
+        print!(
             "{:>6} {:>9} {:>9} {:>9} {:>7} {:>8} {:>10} {:>12} {:>9} {:>9} {:>8} {:>8} {:>7}",
             "round",
             "baseline",
@@ -446,6 +471,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "shadows",
             "faults"
         );
+        if speeds {
+            print!(" {:>9} {:>9}", "speed b", "speed d");
+        }
+        println!();
         for (i, r) in w["per_round"].as_array().into_iter().flatten().enumerate() {
             let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
             let twin = r["io_twin_p99_us"]
@@ -455,7 +484,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             let mem = r["memory_allocated_during_checkpoint_mb"]
                 .as_f64()
                 .map_or("-".into(), |v| format!("{v:.0}"));
-            println!(
+            print!(
                 "{:>6} {:>9.1} {:>9} {:>9.1} {:>7.3} {:>8.0} {:>10.1} {:>12.1} {:>9} {:>9} {:>8} {:>8.1} {:>7.1}",
                 i + 1,
                 f("baseline_p99_us"),
@@ -471,6 +500,18 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 f("during_shadow_copies_per_1000_ops"),
                 f("during_page_faults_per_1000_ops")
             );
+            if speeds {
+                let pct = |k: &str| {
+                    r[k].as_f64()
+                        .map_or("-".into(), |v| format!("{:.0}", 100.0 * v))
+                };
+                print!(
+                    " {:>9} {:>9}",
+                    pct("baseline_cpu_speed"),
+                    pct("during_cpu_speed")
+                );
+            }
+            println!();
         }
         match w["p99_ratio_without_log_growth"].as_f64() {
             Some(r) => println!(

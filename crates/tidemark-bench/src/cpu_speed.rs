@@ -1,5 +1,6 @@
 //! How fast each CPU ran, second by second, beside a workload
-//! (`cache-pressure`; `--no-speed-probe` turns it off).
+//! (`cache-pressure`, where `--no-speed-probe` turns it off; `checkpoint
+//! --speed-probe`).
 //!
 //! On a shared host a virtual CPU does not always get a whole core: while
 //! something else runs on the core's other hardware thread, or the host
@@ -145,6 +146,44 @@ pub fn min_over_median_at_full_speed(windows: &[f64], speed: &[Option<f64>]) -> 
     (med > 0.0).then(|| min / med)
 }
 
+/// The machine's speed over each window `(from, to)` (seconds since the
+/// probe's start): for each CPU, its reference unit time (as in
+/// [`per_second`], over every whole second of its samples) over the
+/// median of its units inside the window, averaged over the CPUs with a
+/// unit there. `None` for a window no unit fell in.
+pub fn over_windows(per_cpu: &[Vec<Sample>], windows: &[(f64, f64)]) -> Vec<Option<f64>> {
+    let references: Vec<Option<f64>> = per_cpu
+        .iter()
+        .map(|samples| {
+            let seconds = samples.iter().map(|s| s.0).fold(0.0, f64::max) as usize;
+            let mut known: Vec<f64> = crate::placement::per_second(samples, seconds)
+                .into_iter()
+                .flatten()
+                .collect();
+            (!known.is_empty()).then(|| crate::report::percentile(&mut known, REFERENCE_PERCENTILE))
+        })
+        .collect();
+    windows
+        .iter()
+        .map(|&(from, to)| {
+            let v: Vec<f64> = per_cpu
+                .iter()
+                .zip(&references)
+                .filter_map(|(samples, reference)| {
+                    let mut inside: Vec<f64> = samples
+                        .iter()
+                        .filter(|s| s.0 >= from && s.0 < to)
+                        .map(|s| s.1)
+                        .collect();
+                    let med = (!inside.is_empty()).then(|| crate::report::median(&mut inside))?;
+                    reference.filter(|_| med > 0.0).map(|r| r / med)
+                })
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +202,19 @@ mod tests {
             slow(&s),
             vec![Some(false), Some(false), Some(true), Some(false), None]
         );
+    }
+
+    /// A window's speed is each CPU's reference over the window's median,
+    /// averaged; a window without units is `None`.
+    #[test]
+    fn a_windows_speed_uses_the_units_inside_it() {
+        // CPU 0 at 10 us for three seconds, then 20 us; CPU 1 at 10 us.
+        let c0: Vec<Sample> = (0..40)
+            .map(|i| (f64::from(i) * 0.1, if i < 30 { 10e3 } else { 20e3 }))
+            .collect();
+        let c1: Vec<Sample> = (0..40).map(|i| (f64::from(i) * 0.1, 10e3)).collect();
+        let w = over_windows(&[c0, c1], &[(0.0, 2.0), (3.0, 4.0), (5.0, 6.0)]);
+        assert_eq!(w, vec![Some(1.0), Some(0.75), None]);
     }
 
     /// The rates divided by the speed: a second at half speed with half

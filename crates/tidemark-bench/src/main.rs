@@ -136,6 +136,12 @@ enum Cmd {
         /// the engine does. Adds about a second per round.
         #[arg(long)]
         io_twin: bool,
+        /// Time a fixed unit of work on each CPU every 5 ms through the
+        /// writer's rounds and print the speed the CPUs ran at in each
+        /// round's baseline and beside its checkpoint. Off by default: its
+        /// wakes can preempt the writer, whose p99 is the figure measured.
+        #[arg(long)]
+        speed_probe: bool,
     },
     /// Page faults and read throughput right after a checkpoint (pathology 5).
     ReadAfterCheckpoint {
@@ -434,7 +440,9 @@ fn main() -> ExitCode {
         Cmd::Checkpoint {
             placement_probe,
             io_twin,
+            speed_probe,
         } => checkpoint::run(&checkpoint::Args {
+            speed_probe,
             quick: cli.quick,
             json: cli.json,
             dir: cli.dir,
