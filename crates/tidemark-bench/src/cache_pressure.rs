@@ -374,6 +374,13 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             engine.iter().map(|g| format!("{}", g.write_backs)),
         );
         per_second(
+            "pages read per insert",
+            engine
+                .iter()
+                .zip(&full)
+                .map(|(g, w)| format!("{:.2}", g.pages_read as f64 / w.max(1.0))),
+        );
+        per_second(
             "KB read from the device",
             reads
                 .iter()
@@ -485,6 +492,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "pages examined per page evicted", examined_per_evicted
         );
         println!(
+            "{:<36} {:>14.2}",
+            "pages read per insert",
+            s.pages_read as f64 / (per_thread * a.threads).max(1) as f64
+        );
+        println!(
             "{:<36} {:>14}",
             "app-thread evictions", s.app_thread_evictions
         );
@@ -557,6 +569,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "log_segments_created_by_second": engine.iter().map(|g| g.log_segments).collect::<Vec<_>>(),
         "checkpoint_running_by_second": engine.iter().map(|g| g.checkpoint_running).collect::<Vec<_>>(),
         "write_backs_by_second": engine.iter().map(|g| g.write_backs).collect::<Vec<_>>(),
+        "pages_read_by_second": engine.iter().map(|g| g.pages_read).collect::<Vec<_>>(), "pages_read_per_insert": s.pages_read as f64 / (per_thread * a.threads).max(1) as f64,
     });
     if let Some((_, split)) = placement {
         figures["placement"] = split;
@@ -648,6 +661,8 @@ struct Growth {
     checkpoint_running: bool,
     /// Write-backs of the data file between checkpoints that ended.
     write_backs: u64,
+    /// Pages read into the cache.
+    pages_read: u64,
 }
 
 impl Growth {
@@ -661,6 +676,7 @@ impl Growth {
             write_backs: after
                 .data_write_backs
                 .saturating_sub(before.data_write_backs),
+            pages_read: after.pages_read.saturating_sub(before.pages_read),
         }
     }
 }
@@ -806,11 +822,14 @@ mod tests {
         after.log_segments_created = 5;
         after.checkpoint_running = true;
         after.data_write_backs = 1;
+        before.pages_read = 10;
+        after.pages_read = 250;
         let g = Growth::between(&before, &after);
         assert_eq!(g.file_mb, 32.0);
         assert_eq!(g.log_segments, 2);
         assert!(g.checkpoint_running);
         assert_eq!(g.write_backs, 1);
+        assert_eq!(g.pages_read, 240);
         // A file cut by `compact` shrinks: the growth is negative.
         let cut = Growth::between(&after, &before);
         assert_eq!(cut.file_mb, -32.0);
