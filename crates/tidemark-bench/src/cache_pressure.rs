@@ -165,13 +165,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let read_at_start = report::device_read_bytes();
     let start = Instant::now();
     let probe = crate::placement::start_if(a.placement_probe, a.json, start);
-    let speed_probe = a
-        .speed_probe
-        .then(|| crate::cpu_speed::start(start))
-        .flatten();
-    if a.speed_probe && speed_probe.is_none() && !a.json {
-        eprintln!("speed probe: needs threads that can be pinned; not run");
-    }
+    let speed_probe = crate::cpu_speed::start_if(a.speed_probe, a.json, start);
     let freeze_probe = if a.freeze_probe {
         let p = crate::freezes::start(start);
         if !a.json {
@@ -394,51 +388,32 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                     .collect::<Vec<_>>()
                     .join(" ")
             );
-            let f = |k: &str| split[k].as_f64().map_or("-".into(), |x| format!("{x:.0}"));
-            let r = |k: &str| split[k].as_f64().map_or("-".into(), |x| format!("{x:.3}"));
-            println!(
-                "{:<36} {:>14}",
-                "seconds with the CPUs near / far",
-                format!("{}/{}", split["near_seconds"], split["far_seconds"])
-            );
-            println!(
-                "{:<36} {:>14}",
-                "near: median / min window ops/s",
-                format!("{}/{}", f("near_median_window"), f("near_min_window"))
-            );
-            println!(
-                "{:<36} {:>14}",
-                "far: median / min window ops/s",
-                format!("{}/{}", f("far_median_window"), f("far_min_window"))
-            );
-            println!(
-                "{:<36} {:>14}",
-                "min near window / median",
-                r("near_min_over_median")
+            print_split(
+                split,
+                ("near", "far"),
+                [
+                    "seconds with the CPUs near / far",
+                    "near: median / min window ops/s",
+                    "far: median / min window ops/s",
+                    "min near window / median",
+                ],
             );
             println!(
                 "{:<36} {:>14}",
                 "far median / near median",
-                r("far_median_over_near_median")
+                ratio(split, "far_median_over_near_median")
             );
         }
         if let Some((_, split)) = &speed {
-            let f = |k: &str| split[k].as_f64().map_or("-".into(), |x| format!("{x:.0}"));
-            let r = |k: &str| split[k].as_f64().map_or("-".into(), |x| format!("{x:.3}"));
-            println!(
-                "{:<36} {:>14}",
-                "seconds at full CPU speed / slower",
-                format!("{}/{}", split["full_seconds"], split["slow_seconds"])
-            );
-            println!(
-                "{:<36} {:>14}",
-                "full speed: median / min ops/s",
-                format!("{}/{}", f("full_median_window"), f("full_min_window"))
-            );
-            println!(
-                "{:<36} {:>14}",
-                "slower: median / min ops/s",
-                format!("{}/{}", f("slow_median_window"), f("slow_min_window"))
+            print_split(
+                split,
+                ("full", "slow"),
+                [
+                    "seconds at full CPU speed / slower",
+                    "full speed: median / min ops/s",
+                    "slower: median / min ops/s",
+                    "min full-speed window / median",
+                ],
             );
             println!(
                 "{:<36} {:>14}",
@@ -448,21 +423,15 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                     split["under_target_seconds"], split["under_target_at_full_speed"]
                 )
             );
-            println!(
-                "{:<36} {:>14}",
-                "min full-speed window / median",
-                r("full_min_over_median")
-            );
-            println!(
-                "{:<36} {:>14}",
-                "CPU speed: min / median",
-                r("speed_min_over_median")
-            );
-            println!(
-                "{:<36} {:>14}",
-                "min/median of ops/s over CPU speed",
-                r("min_over_median_at_full_speed")
-            );
+            for (label, key) in [
+                ("CPU speed: min / median", "speed_min_over_median"),
+                (
+                    "min/median of ops/s over CPU speed",
+                    "min_over_median_at_full_speed",
+                ),
+            ] {
+                println!("{:<36} {:>14}", label, ratio(split, key));
+            }
         }
         if let Some(st) = &settled {
             println!("{}", st.line());
@@ -648,6 +617,38 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         figures,
         &targets,
     ))
+}
+
+/// A figure of `v` to three places, `-` where it is missing.
+fn ratio(v: &serde_json::Value, key: &str) -> String {
+    v[key].as_f64().map_or("-".into(), |x| format!("{x:.3}"))
+}
+
+/// Prints the rows of a [`report::split`] with sides `(a, b)`: the
+/// seconds of each side, each side's median and lowest rate, and the
+/// lowest `a` second over the median of all, under `labels` in that order.
+fn print_split(split: &serde_json::Value, (a, b): (&str, &str), labels: [&str; 4]) {
+    let rate = |k: String| split[&k].as_f64().map_or("-".into(), |x| format!("{x:.0}"));
+    let side = |n: &str| {
+        format!(
+            "{}/{}",
+            rate(format!("{n}_median_window")),
+            rate(format!("{n}_min_window"))
+        )
+    };
+    let rows = [
+        format!(
+            "{}/{}",
+            split[format!("{a}_seconds")],
+            split[format!("{b}_seconds")]
+        ),
+        side(a),
+        side(b),
+        ratio(split, &format!("{a}_min_over_median")),
+    ];
+    for (label, value) in labels.iter().zip(rows) {
+        println!("{label:<36} {value:>14}");
+    }
 }
 
 /// What the engine grew by in one second of the load.

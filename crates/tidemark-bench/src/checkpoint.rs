@@ -198,13 +198,7 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
     // `probe_start`, for the placement probe.
     let probe_start = Instant::now();
     let probe = crate::placement::start_if(a.placement_probe, a.json, probe_start);
-    let speed_probe = a
-        .speed_probe
-        .then(|| crate::cpu_speed::start(probe_start))
-        .flatten();
-    if a.speed_probe && speed_probe.is_none() && !a.json {
-        eprintln!("speed probe: needs threads that can be pinned; not run");
-    }
+    let speed_probe = crate::cpu_speed::start_if(a.speed_probe, a.json, probe_start);
     let at = || probe_start.elapsed().as_secs_f64();
     let mut windows: Vec<[(f64, f64); 2]> = Vec::new();
     // Per round: what the database grew by, beside its p99s.

@@ -18,9 +18,7 @@
 //! another thread counts that thread's time too; the per-second median
 //! keeps those few out.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Time between units on each CPU.
@@ -39,8 +37,7 @@ pub type Sample = (f64, f64);
 
 /// A running probe.
 pub struct Probe {
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<Vec<Sample>>>,
+    threads: crate::placement::PerCpu<Vec<Sample>>,
 }
 
 /// The fixed unit of work, timed, in ns.
@@ -57,46 +54,35 @@ fn unit() -> f64 {
 /// Starts one probe thread per CPU (at most 64), each pinned; `None` where
 /// threads cannot be pinned. Samples are timed from `start`.
 pub fn start(start: Instant) -> Option<Probe> {
-    let cpus = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(64);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let threads: Vec<_> = (0..cpus)
-        .map(|cpu| {
-            let (stop, tx) = (stop.clone(), tx.clone());
-            std::thread::spawn(move || {
-                let pinned = crate::placement::pin(cpu);
-                let _ = tx.send(pinned);
-                let mut samples = Vec::new();
-                while pinned && !stop.load(Ordering::Relaxed) {
-                    let ns = unit();
-                    samples.push((start.elapsed().as_secs_f64(), ns));
-                    std::thread::sleep(EVERY);
-                }
-                samples
-            })
-        })
-        .collect();
-    drop(tx);
-    let all_pinned = rx.iter().take(cpus).filter(|&p| p).count() == cpus;
-    let probe = Probe { stop, threads };
-    if all_pinned {
-        Some(probe)
-    } else {
-        probe.finish();
-        None
-    }
+    let (threads, _) = crate::placement::PerCpu::start(
+        || true,
+        move |stop| {
+            let mut samples = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let ns = unit();
+                samples.push((start.elapsed().as_secs_f64(), ns));
+                std::thread::sleep(EVERY);
+            }
+            samples
+        },
+    )?;
+    Some(Probe { threads })
+}
+
+/// [`start`] when `on`; says on stderr (unless `json`) when it cannot run.
+pub fn start_if(on: bool, json: bool, at: Instant) -> Option<Probe> {
+    crate::placement::probe_if(
+        on,
+        json,
+        "speed probe: needs threads that can be pinned",
+        || start(at),
+    )
 }
 
 impl Probe {
     /// Stops the probe and returns each CPU's samples.
     pub fn finish(self) -> Vec<Vec<Sample>> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.threads
-            .into_iter()
-            .map(|t| t.join().unwrap_or_default())
-            .collect()
+        self.threads.finish()
     }
 }
 

@@ -13,8 +13,6 @@
 //! it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The probe's sleep between wakes.
@@ -30,8 +28,7 @@ pub type Span = (f64, f64);
 
 /// A running probe.
 pub struct Probe {
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<Vec<Span>>>,
+    threads: crate::placement::PerCpu<Vec<Span>>,
     /// Whether every thread got `SCHED_FIFO`.
     pub realtime: bool,
 }
@@ -39,36 +36,12 @@ pub struct Probe {
 /// Starts one probe thread per CPU (at most 64), each pinned; `None`
 /// where threads cannot be pinned. Spans are timed from `start`.
 pub fn start(start: Instant) -> Option<Probe> {
-    let cpus = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(64);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let threads: Vec<_> = (0..cpus)
-        .map(|cpu| {
-            let (stop, tx) = (stop.clone(), tx.clone());
-            std::thread::spawn(move || {
-                let pinned = crate::placement::pin(cpu);
-                let realtime = pinned && set_fifo();
-                let _ = tx.send((pinned, realtime));
-                if !pinned {
-                    return Vec::new();
-                }
-                watch(&stop, start)
-            })
-        })
-        .collect();
-    let started: Vec<(bool, bool)> = rx.iter().take(cpus).collect();
-    let probe = Probe {
-        stop,
+    let (threads, realtime) =
+        crate::placement::PerCpu::start(set_fifo, move |stop| watch(stop, start))?;
+    Some(Probe {
         threads,
-        realtime: started.iter().all(|&(_, rt)| rt),
-    };
-    if started.len() < cpus || started.iter().any(|&(pinned, _)| !pinned) {
-        probe.finish();
-        return None;
-    }
-    Some(probe)
+        realtime: realtime.iter().all(|&rt| rt),
+    })
 }
 
 /// Gives the calling thread `SCHED_FIFO` priority 1; whether it worked
@@ -103,11 +76,7 @@ fn watch(stop: &AtomicBool, start: Instant) -> Vec<Span> {
 impl Probe {
     /// Stops the probe; each CPU's spans, in time order.
     pub fn finish(self) -> Vec<Vec<Span>> {
-        self.stop.store(true, Ordering::Release);
-        self.threads
-            .into_iter()
-            .map(|t| t.join().unwrap_or_default())
-            .collect()
+        self.threads.finish()
     }
 }
 
