@@ -293,46 +293,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         split["far_by_second"] = json!(far);
         (rtt, split)
     });
-    let speed = speed_samples.map(|per_cpu| {
-        let by_second = crate::cpu_speed::per_second(&per_cpu, full.len());
-        let mut split = report::split(
-            &full,
-            &crate::cpu_speed::slow(&by_second),
-            med,
-            ("full", "slow"),
-        );
-        let mut known: Vec<f64> = by_second.iter().flatten().copied().collect();
-        let speed_min = known.iter().copied().reduce(f64::min);
-        let speed_med = (!known.is_empty()).then(|| report::median(&mut known));
-        split["speed_min_over_median"] = json!(speed_min.zip(speed_med).map(|(m, d)| m / d));
-        split["min_over_median_at_full_speed"] = json!(
-            crate::cpu_speed::min_over_median_at_full_speed(&full, &by_second)
-        );
-        // The seconds that missed the ratio target, and how many of them
-        // had the CPUs at full speed.
-        let under: Vec<usize> = (0..full.len())
-            .filter(|&i| full[i] < TARGET_MIN_OVER_MEDIAN * med)
-            .collect();
-        split["under_target_seconds"] = json!(under.len());
-        split["under_target_at_full_speed"] = json!(under
-            .iter()
-            .filter(|&&i| by_second[i].is_some_and(|s| s >= crate::cpu_speed::FULL_SPEED))
-            .count());
-        split["speed_by_second"] = json!(by_second
-            .iter()
-            .map(|s| s.map(|s| (s * 1000.0).round() / 1000.0))
-            .collect::<Vec<_>>());
-        (by_second, split)
-    });
+    let speed = speed_samples.map(|per_cpu| speed_split(&full, med, &per_cpu));
     if !a.json {
         per_second("inserts", full.iter().map(|w| format!("{w:.0}")));
         if let Some((by_second, _)) = &speed {
-            per_second(
-                "CPU speed % of the run's fastest",
-                by_second
-                    .iter()
-                    .map(|s| s.map_or("-".into(), |s| format!("{:.0}", 100.0 * s))),
-            );
+            per_second("CPU speed % of the run's fastest", speed_line(by_second));
         }
         per_second(
             "worst insert ms",
@@ -405,33 +370,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             );
         }
         if let Some((_, split)) = &speed {
-            print_split(
-                split,
-                ("full", "slow"),
-                [
-                    "seconds at full CPU speed / slower",
-                    "full speed: median / min ops/s",
-                    "slower: median / min ops/s",
-                    "min full-speed window / median",
-                ],
-            );
-            println!(
-                "{:<36} {:>14}",
-                "seconds < 0.7 median / at full speed",
-                format!(
-                    "{}/{}",
-                    split["under_target_seconds"], split["under_target_at_full_speed"]
-                )
-            );
-            for (label, key) in [
-                ("CPU speed: min / median", "speed_min_over_median"),
-                (
-                    "min/median of ops/s over CPU speed",
-                    "min_over_median_at_full_speed",
-                ),
-            ] {
-                println!("{:<36} {:>14}", label, ratio(split, key));
-            }
+            print_speed(split);
         }
         if let Some(st) = &settled {
             println!("{}", st.line());
@@ -567,8 +506,13 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             write_back_every: write_back_interval,
         };
         let twin_dir = tempfile::tempdir_in(&a.dir)?;
+        // The probe's seconds start a few ms before the twin's, which
+        // first preallocates its file's first step.
+        let twin_probe = crate::cpu_speed::start_if(a.speed_probe, a.json, Instant::now());
         let r = crate::cache_twin::run(twin_dir.path(), &plan)?;
         let (tmed, tmin) = r.median_and_min();
+        let twin_windows: Vec<f64> = r.windows.iter().map(|&w| w as f64).collect();
+        let twin_speed = twin_probe.map(|p| speed_split(&twin_windows, tmed, &p.finish()));
         let ratio = if tmed > 0.0 { tmin / tmed } else { 0.0 };
         if !a.json {
             println!(
@@ -581,6 +525,9 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             );
             println!("{}", settled.line());
             per_second("twin operations", r.windows.iter().map(|w| format!("{w}")));
+            if let Some((by_second, _)) = &twin_speed {
+                per_second("twin CPU speed %", speed_line(by_second));
+            }
             per_second(
                 "twin worst operation ms",
                 r.worst_ns_by_second
@@ -601,6 +548,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 format!("{:.1}/{:.1}", worst_ns as f64 / 1e6, r.worst_ms())
             );
             println!("{:<36} {:>14}", "twin write-backs", r.write_backs);
+            if let Some((_, split)) = &twin_speed {
+                println!("the twin's seconds by CPU speed:");
+                print_speed(split);
+            }
         }
         figures["io_twin"] = json!({
             "ops": plan.ops, "read_bytes_per_op": plan.read_bytes, "write_bytes_per_op": plan.write_bytes, "log_bytes_per_op": plan.log_bytes,
@@ -608,6 +559,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "windows": r.windows, "median_window": tmed, "min_window": tmin, "min_over_median": ratio,
             "worst_ms_by_second": r.worst_ns_by_second.iter().map(|&ns| ns as f64 / 1e6).collect::<Vec<_>>(),
             "max_latency_ms": r.worst_ms(), "write_backs": r.write_backs, "settle": settled.json(),
+            "cpu_speed": twin_speed.map_or(serde_json::Value::Null, |(_, split)| split),
         });
     }
     Ok(report::finish(
@@ -617,6 +569,83 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         figures,
         &targets,
     ))
+}
+
+/// Each second's CPU speed ([`crate::cpu_speed::per_second`]) beside
+/// the rates `windows` (median `med`): the rates split by speed, the
+/// seconds under the target and how many of them had full speed, the
+/// CPUs' own slowest second over their median, and the rates' min/median
+/// once each is divided by its second's speed.
+fn speed_split(
+    windows: &[f64],
+    med: f64,
+    per_cpu: &[Vec<crate::cpu_speed::Sample>],
+) -> (Vec<Option<f64>>, serde_json::Value) {
+    let by_second = crate::cpu_speed::per_second(per_cpu, windows.len());
+    let mut split = report::split(
+        windows,
+        &crate::cpu_speed::slow(&by_second),
+        med,
+        ("full", "slow"),
+    );
+    let mut known: Vec<f64> = by_second.iter().flatten().copied().collect();
+    let speed_min = known.iter().copied().reduce(f64::min);
+    let speed_med = (!known.is_empty()).then(|| report::median(&mut known));
+    split["speed_min_over_median"] = json!(speed_min.zip(speed_med).map(|(m, d)| m / d));
+    split["min_over_median_at_full_speed"] = json!(
+        crate::cpu_speed::min_over_median_at_full_speed(windows, &by_second)
+    );
+    let under: Vec<usize> = (0..windows.len())
+        .filter(|&i| windows[i] < TARGET_MIN_OVER_MEDIAN * med)
+        .collect();
+    split["under_target_seconds"] = json!(under.len());
+    split["under_target_at_full_speed"] = json!(under
+        .iter()
+        .filter(|&&i| by_second[i].is_some_and(|s| s >= crate::cpu_speed::FULL_SPEED))
+        .count());
+    split["speed_by_second"] = json!(by_second
+        .iter()
+        .map(|s| s.map(|s| (s * 1000.0).round() / 1000.0))
+        .collect::<Vec<_>>());
+    (by_second, split)
+}
+
+/// Prints a [`speed_split`]'s rows.
+fn print_speed(split: &serde_json::Value) {
+    print_split(
+        split,
+        ("full", "slow"),
+        [
+            "seconds at full CPU speed / slower",
+            "full speed: median / min ops/s",
+            "slower: median / min ops/s",
+            "min full-speed window / median",
+        ],
+    );
+    println!(
+        "{:<36} {:>14}",
+        "seconds < 0.7 median / at full speed",
+        format!(
+            "{}/{}",
+            split["under_target_seconds"], split["under_target_at_full_speed"]
+        )
+    );
+    for (label, key) in [
+        ("CPU speed: min / median", "speed_min_over_median"),
+        (
+            "min/median of ops/s over CPU speed",
+            "min_over_median_at_full_speed",
+        ),
+    ] {
+        println!("{:<36} {:>14}", label, ratio(split, key));
+    }
+}
+
+/// Each second's CPU speed as a percent, `-` where unsampled.
+fn speed_line(by_second: &[Option<f64>]) -> impl Iterator<Item = String> + '_ {
+    by_second
+        .iter()
+        .map(|s| s.map_or("-".into(), |s| format!("{:.0}", 100.0 * s)))
 }
 
 /// A figure of `v` to three places, `-` where it is missing.
