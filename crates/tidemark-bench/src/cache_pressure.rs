@@ -576,7 +576,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
 /// seconds under the target and how many of them had full speed, the
 /// CPUs' own slowest second over their median, and the rates' min/median
 /// once each is divided by its second's speed.
-fn speed_split(
+pub(crate) fn speed_split(
     windows: &[f64],
     med: f64,
     per_cpu: &[Vec<crate::cpu_speed::Sample>],

@@ -145,6 +145,8 @@ fn cache_pressure(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     let worst = AtomicU64::new(0);
     let mut per_sec = Vec::new();
     let w0 = proc_stats::write_bytes();
+    // Each second's CPU speed beside the engine's rate (`cpu_speed`).
+    let probe = crate::cpu_speed::start(Instant::now());
     while_running(
         threads,
         |t, stop| {
@@ -174,11 +176,12 @@ fn cache_pressure(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
             }
         },
     )?;
-    let mut v: Vec<f64> = per_sec.iter().map(|&x| x as f64).collect();
+    let v: Vec<f64> = per_sec.iter().map(|&x| x as f64).collect();
     let median = report::median(&mut v.clone());
     let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    v.sort_by(|a, b| a.total_cmp(b));
+    let speed = probe.map(|p| crate::cache_pressure::speed_split(&v, median, &p.finish()).1);
     Ok(json!({
+        "cpu_speed": speed,
         "per_sec": per_sec,
         "ops_per_sec": done.load(Ordering::Relaxed) as f64 / secs as f64,
         "median_sec": median,
@@ -733,6 +736,32 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                         f(r, "written_mb"),
                         f(r, "peak_rss_mb"),
                         r["durability"].as_str().unwrap_or("")
+                    );
+                }
+                println!("each engine's seconds beside the CPUs' speed (seconds at 90 % of the run's fastest or more are at full speed):");
+                println!(
+                    "{:<11} {:>9} {:>14} {:>14} {:>16} {:>13}",
+                    "engine",
+                    "min/med",
+                    "full / slower",
+                    "< 0.7 / full",
+                    "full min / med",
+                    "speed min/med"
+                );
+                for r in results.iter().filter(|r| r["cpu_speed"].is_object()) {
+                    let c = &r["cpu_speed"];
+                    let x = |k: &str| c[k].as_f64().map_or("-".into(), |v| format!("{v:.3}"));
+                    println!(
+                        "{:<11} {:>9.3} {:>14} {:>14} {:>16} {:>13}",
+                        r["engine"].as_str().unwrap_or("?"),
+                        f(r, "min_sec") / f(r, "median_sec").max(1.0),
+                        format!("{}/{}", c["full_seconds"], c["slow_seconds"]),
+                        format!(
+                            "{}/{}",
+                            c["under_target_seconds"], c["under_target_at_full_speed"]
+                        ),
+                        x("full_min_over_median"),
+                        x("speed_min_over_median")
                     );
                 }
             }
