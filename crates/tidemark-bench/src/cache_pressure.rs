@@ -54,7 +54,7 @@ const SLOW_KEPT_MAX: usize = 100_000;
 const SETTLE_MAX: Duration = Duration::from_secs(45);
 
 /// The target for the slowest second over the median second.
-const TARGET_MIN_OVER_MEDIAN: f64 = 0.7;
+pub(crate) const TARGET_MIN_OVER_MEDIAN: f64 = 0.7;
 
 const KEY_LEN: usize = 16;
 const VALUE_LEN: usize = 100;
@@ -293,7 +293,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         split["far_by_second"] = json!(far);
         (rtt, split)
     });
-    let speed = speed_samples.map(|per_cpu| speed_split(&full, med, &per_cpu));
+    let speed = speed_samples
+        .map(|per_cpu| crate::cpu_speed::figures(&full, med, &per_cpu, TARGET_MIN_OVER_MEDIAN));
     if !a.json {
         per_second("inserts", full.iter().map(|w| format!("{w:.0}")));
         if let Some((by_second, _)) = &speed {
@@ -512,7 +513,9 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         let r = crate::cache_twin::run(twin_dir.path(), &plan)?;
         let (tmed, tmin) = r.median_and_min();
         let twin_windows: Vec<f64> = r.windows.iter().map(|&w| w as f64).collect();
-        let twin_speed = twin_probe.map(|p| speed_split(&twin_windows, tmed, &p.finish()));
+        let twin_speed = twin_probe.map(|p| {
+            crate::cpu_speed::figures(&twin_windows, tmed, &p.finish(), TARGET_MIN_OVER_MEDIAN)
+        });
         let ratio = if tmed > 0.0 { tmin / tmed } else { 0.0 };
         if !a.json {
             println!(
@@ -571,46 +574,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     ))
 }
 
-/// Each second's CPU speed ([`crate::cpu_speed::per_second`]) beside
-/// the rates `windows` (median `med`): the rates split by speed, the
-/// seconds under the target and how many of them had full speed, the
-/// CPUs' own slowest second over their median, and the rates' min/median
-/// once each is divided by its second's speed.
-pub(crate) fn speed_split(
-    windows: &[f64],
-    med: f64,
-    per_cpu: &[Vec<crate::cpu_speed::Sample>],
-) -> (Vec<Option<f64>>, serde_json::Value) {
-    let by_second = crate::cpu_speed::per_second(per_cpu, windows.len());
-    let mut split = report::split(
-        windows,
-        &crate::cpu_speed::slow(&by_second),
-        med,
-        ("full", "slow"),
-    );
-    let mut known: Vec<f64> = by_second.iter().flatten().copied().collect();
-    let speed_min = known.iter().copied().reduce(f64::min);
-    let speed_med = (!known.is_empty()).then(|| report::median(&mut known));
-    split["speed_min_over_median"] = json!(speed_min.zip(speed_med).map(|(m, d)| m / d));
-    split["min_over_median_at_full_speed"] = json!(
-        crate::cpu_speed::min_over_median_at_full_speed(windows, &by_second)
-    );
-    let under: Vec<usize> = (0..windows.len())
-        .filter(|&i| windows[i] < TARGET_MIN_OVER_MEDIAN * med)
-        .collect();
-    split["under_target_seconds"] = json!(under.len());
-    split["under_target_at_full_speed"] = json!(under
-        .iter()
-        .filter(|&&i| by_second[i].is_some_and(|s| s >= crate::cpu_speed::FULL_SPEED))
-        .count());
-    split["speed_by_second"] = json!(by_second
-        .iter()
-        .map(|s| s.map(|s| (s * 1000.0).round() / 1000.0))
-        .collect::<Vec<_>>());
-    (by_second, split)
-}
-
-/// Prints a [`speed_split`]'s rows.
+/// Prints a [`crate::cpu_speed::figures`]'s rows.
 fn print_speed(split: &serde_json::Value) {
     print_split(
         split,

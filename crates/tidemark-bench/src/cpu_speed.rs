@@ -37,7 +37,7 @@ pub type Sample = (f64, f64);
 
 /// A running probe.
 pub struct Probe {
-    threads: crate::placement::PerCpu<Vec<Sample>>,
+    threads: crate::pinned::PerCpu<Vec<Sample>>,
 }
 
 /// The fixed unit of work, timed, in ns.
@@ -54,7 +54,7 @@ fn unit() -> f64 {
 /// Starts one probe thread per CPU (at most 64), each pinned; `None` where
 /// threads cannot be pinned. Samples are timed from `start`.
 pub fn start(start: Instant) -> Option<Probe> {
-    let (threads, _) = crate::placement::PerCpu::start(
+    let (threads, _) = crate::pinned::PerCpu::start(
         || true,
         move |stop| {
             let mut samples = Vec::new();
@@ -71,7 +71,7 @@ pub fn start(start: Instant) -> Option<Probe> {
 
 /// [`start`] when `on`; says on stderr (unless `json`) when it cannot run.
 pub fn start_if(on: bool, json: bool, at: Instant) -> Option<Probe> {
-    crate::placement::probe_if(
+    crate::pinned::probe_if(
         on,
         json,
         "speed probe: needs threads that can be pinned",
@@ -96,8 +96,7 @@ pub fn per_second(per_cpu: &[Vec<Sample>], seconds: usize) -> Vec<Option<f64>> {
         .iter()
         .map(|samples| {
             let medians = crate::placement::per_second(samples, seconds);
-            let mut known: Vec<f64> = medians.iter().flatten().copied().collect();
-            let reference = crate::report::percentile(&mut known, REFERENCE_PERCENTILE);
+            let reference = reference(&medians).unwrap_or(0.0);
             medians
                 .into_iter()
                 .map(|m| m.filter(|&m| m > 0.0).map(|m| reference / m))
@@ -110,6 +109,13 @@ pub fn per_second(per_cpu: &[Vec<Sample>], seconds: usize) -> Vec<Option<f64>> {
             (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
         })
         .collect()
+}
+
+/// A CPU's reference unit time: [`REFERENCE_PERCENTILE`] of its
+/// per-second medians; `None` if no second has one.
+fn reference(medians: &[Option<f64>]) -> Option<f64> {
+    let mut known: Vec<f64> = medians.iter().flatten().copied().collect();
+    (!known.is_empty()).then(|| crate::report::percentile(&mut known, REFERENCE_PERCENTILE))
 }
 
 /// Which seconds ran below [`FULL_SPEED`]; `None` where unsampled.
@@ -132,6 +138,42 @@ pub fn min_over_median_at_full_speed(windows: &[f64], speed: &[Option<f64>]) -> 
     (med > 0.0).then(|| min / med)
 }
 
+/// Each second's speed ([`per_second`]) beside the rates `windows`
+/// (median `med`): the rates split by speed ([`crate::report::split`],
+/// `full` against `slow`), the seconds under `target` times the median
+/// and how many of them had full speed, the CPUs' own slowest second over
+/// their median, and the rates' min/median once each is divided by its
+/// second's speed ([`min_over_median_at_full_speed`]).
+pub fn figures(
+    windows: &[f64],
+    med: f64,
+    per_cpu: &[Vec<Sample>],
+    target: f64,
+) -> (Vec<Option<f64>>, serde_json::Value) {
+    let by_second = per_second(per_cpu, windows.len());
+    let mut split = crate::report::split(windows, &slow(&by_second), med, ("full", "slow"));
+    let mut known: Vec<f64> = by_second.iter().flatten().copied().collect();
+    let speed_min = known.iter().copied().reduce(f64::min);
+    let speed_med = (!known.is_empty()).then(|| crate::report::median(&mut known));
+    split["speed_min_over_median"] =
+        serde_json::json!(speed_min.zip(speed_med).map(|(m, d)| m / d));
+    split["min_over_median_at_full_speed"] =
+        serde_json::json!(min_over_median_at_full_speed(windows, &by_second));
+    let under: Vec<usize> = (0..windows.len())
+        .filter(|&i| windows[i] < target * med)
+        .collect();
+    split["under_target_seconds"] = serde_json::json!(under.len());
+    split["under_target_at_full_speed"] = serde_json::json!(under
+        .iter()
+        .filter(|&&i| by_second[i].is_some_and(|s| s >= FULL_SPEED))
+        .count());
+    split["speed_by_second"] = serde_json::json!(by_second
+        .iter()
+        .map(|s| s.map(|s| (s * 1000.0).round() / 1000.0))
+        .collect::<Vec<_>>());
+    (by_second, split)
+}
+
 /// The machine's speed over each window `(from, to)` (seconds since the
 /// probe's start): for each CPU, its reference unit time (as in
 /// [`per_second`], over every whole second of its samples) over the
@@ -142,11 +184,7 @@ pub fn over_windows(per_cpu: &[Vec<Sample>], windows: &[(f64, f64)]) -> Vec<Opti
         .iter()
         .map(|samples| {
             let seconds = samples.iter().map(|s| s.0).fold(0.0, f64::max) as usize;
-            let mut known: Vec<f64> = crate::placement::per_second(samples, seconds)
-                .into_iter()
-                .flatten()
-                .collect();
-            (!known.is_empty()).then(|| crate::report::percentile(&mut known, REFERENCE_PERCENTILE))
+            reference(&crate::placement::per_second(samples, seconds))
         })
         .collect();
     windows

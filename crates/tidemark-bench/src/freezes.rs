@@ -28,7 +28,7 @@ pub type Span = (f64, f64);
 
 /// A running probe.
 pub struct Probe {
-    threads: crate::placement::PerCpu<Vec<Span>>,
+    threads: crate::pinned::PerCpu<Vec<Span>>,
     /// Whether every thread got `SCHED_FIFO`.
     pub realtime: bool,
 }
@@ -37,7 +37,7 @@ pub struct Probe {
 /// where threads cannot be pinned. Spans are timed from `start`.
 pub fn start(start: Instant) -> Option<Probe> {
     let (threads, realtime) =
-        crate::placement::PerCpu::start(set_fifo, move |stop| watch(stop, start))?;
+        crate::pinned::PerCpu::start(set_fifo, move |stop| watch(stop, start))?;
     Some(Probe {
         threads,
         realtime: realtime.iter().all(|&rt| rt),

@@ -17,6 +17,7 @@ mod import_export;
 mod io_twin;
 mod memcg;
 mod pathologies;
+mod pinned;
 mod placement;
 mod plots;
 mod read_after_checkpoint;

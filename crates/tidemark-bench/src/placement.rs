@@ -49,80 +49,6 @@ pub struct Probe {
 #[repr(align(128))]
 struct Line(AtomicU64);
 
-/// Pins the calling thread to `cpu`; whether it worked.
-pub(crate) fn pin(cpu: usize) -> bool {
-    // SAFETY: an all-zero `cpu_set_t` is a valid empty set (a plain array
-    // of integers); CPU_SET writes one bit inside it, `cpu` being below
-    // CPU_SETSIZE (checked here).
-    #[allow(unsafe_code)]
-    unsafe {
-        if cpu >= libc::CPU_SETSIZE as usize {
-            return false;
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        // Pid 0: the calling thread. The set is alive for the call.
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
-}
-
-/// Threads, one pinned to each CPU (at most 64), that run until stopped:
-/// the frame of the per-CPU probes ([`crate::freezes`],
-/// [`crate::cpu_speed`]).
-pub(crate) struct PerCpu<T> {
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<T>>,
-}
-
-impl<T: Default + Send + 'static> PerCpu<T> {
-    /// Starts the threads. Each pins itself, runs `prepare` and reports
-    /// both, then runs `body` with the stop flag. `None`, the threads
-    /// stopped, where one could not be pinned; otherwise each thread's
-    /// `prepare` result.
-    pub(crate) fn start(
-        prepare: fn() -> bool,
-        body: impl Fn(&AtomicBool) -> T + Send + Sync + 'static,
-    ) -> Option<(Self, Vec<bool>)> {
-        let cpus = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(64);
-        let stop = Arc::new(AtomicBool::new(false));
-        let body = Arc::new(body);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let threads: Vec<_> = (0..cpus)
-            .map(|cpu| {
-                let (stop, tx, body) = (stop.clone(), tx.clone(), body.clone());
-                std::thread::spawn(move || {
-                    let pinned = pin(cpu);
-                    let prepared = pinned && prepare();
-                    let _ = tx.send((pinned, prepared));
-                    if !pinned {
-                        return T::default();
-                    }
-                    body(&stop)
-                })
-            })
-            .collect();
-        drop(tx);
-        let started: Vec<(bool, bool)> = rx.iter().take(cpus).collect();
-        let threads = PerCpu { stop, threads };
-        if started.len() < cpus || started.iter().any(|&(pinned, _)| !pinned) {
-            threads.finish();
-            return None;
-        }
-        Some((threads, started.into_iter().map(|(_, p)| p).collect()))
-    }
-
-    /// Stops the threads and returns what each returned, by CPU.
-    pub(crate) fn finish(self) -> Vec<T> {
-        self.stop.store(true, Ordering::Release);
-        self.threads
-            .into_iter()
-            .map(|t| t.join().unwrap_or_default())
-            .collect()
-    }
-}
-
 /// Starts the probe, `None` on a machine with fewer than two CPUs or where
 /// threads cannot be pinned. Samples are timed from `start`.
 pub fn start(start: Instant) -> Option<Probe> {
@@ -137,7 +63,7 @@ pub fn start(start: Instant) -> Option<Probe> {
     let partner = {
         let (line, go, stop) = (line.clone(), go.clone(), stop.clone());
         std::thread::spawn(move || {
-            let pinned = pin(1);
+            let pinned = crate::pinned::pin(1);
             let _ = ok_tx.send(pinned);
             if !pinned {
                 return;
@@ -168,7 +94,7 @@ pub fn start(start: Instant) -> Option<Probe> {
         let stop = stop.clone();
         std::thread::spawn(move || {
             let mut samples = Vec::new();
-            if !pin(0) {
+            if !crate::pinned::pin(0) {
                 return samples;
             }
             while !stop.load(Ordering::Acquire) {
@@ -225,30 +151,12 @@ fn sample(line: &AtomicU64, stop: &AtomicBool) -> Option<f64> {
 
 /// [`start`] when `on`; says on stderr (unless `json`) when it cannot run.
 pub fn start_if(on: bool, json: bool, at: Instant) -> Option<Probe> {
-    probe_if(
+    crate::pinned::probe_if(
         on,
         json,
         "placement probe: needs two CPUs that threads can be pinned to",
         || start(at),
     )
-}
-
-/// `start()` when `on`; prints `cannot` on stderr (unless `json`) when it
-/// gave `None`.
-pub(crate) fn probe_if<P>(
-    on: bool,
-    json: bool,
-    cannot: &str,
-    start: impl FnOnce() -> Option<P>,
-) -> Option<P> {
-    if !on {
-        return None;
-    }
-    let p = start();
-    if p.is_none() && !json {
-        eprintln!("{cannot}; not run");
-    }
-    p
 }
 
 impl Probe {

@@ -63,7 +63,7 @@ impl Gaps {
 /// of new memory (0: none). The memory is freed only after the loop, so
 /// the loop never times its own `munmap`.
 fn run_thread(cpu: usize, secs: Duration, cap: usize) -> (Gaps, bool) {
-    let pinned = crate::placement::pin(cpu);
+    let pinned = crate::pinned::pin(cpu);
     let mut g = Gaps::default();
     let mut held: Vec<Vec<u8>> = Vec::new();
     let mut chunk: Option<Vec<u8>> = None;

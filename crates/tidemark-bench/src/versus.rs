@@ -179,7 +179,15 @@ fn cache_pressure(engine: &str, quick: bool, path: &Path) -> BoxResult<Value> {
     let v: Vec<f64> = per_sec.iter().map(|&x| x as f64).collect();
     let median = report::median(&mut v.clone());
     let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let speed = probe.map(|p| crate::cache_pressure::speed_split(&v, median, &p.finish()).1);
+    let speed = probe.map(|p| {
+        crate::cpu_speed::figures(
+            &v,
+            median,
+            &p.finish(),
+            crate::cache_pressure::TARGET_MIN_OVER_MEDIAN,
+        )
+        .1
+    });
     Ok(json!({
         "cpu_speed": speed,
         "per_sec": per_sec,
