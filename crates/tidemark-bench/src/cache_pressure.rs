@@ -320,6 +320,20 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             engine.iter().map(|g| format!("{:.0}", g.file_mb)),
         );
         per_second(
+            "MB of grown room populated ahead",
+            engine.iter().map(|g| format!("{:.0}", g.populated_mb)),
+        );
+        per_second(
+            "MB first written into room not populated",
+            engine.iter().map(|g| format!("{:.0}", g.unpopulated_mb)),
+        );
+        per_second(
+            "file growths on a write's path / while flushing",
+            engine
+                .iter()
+                .map(|g| format!("{}/{}", g.growths_by_writes, g.growths_while_flushing)),
+        );
+        per_second(
             "log segments created",
             engine.iter().map(|g| format!("{}", g.log_segments)),
         );
@@ -476,6 +490,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "memory_allocated_mb_by_second": allocated_mb,
         "file_grown_mb_by_second": engine.iter().map(|g| g.file_mb).collect::<Vec<_>>(),
         "log_segments_created_by_second": engine.iter().map(|g| g.log_segments).collect::<Vec<_>>(),
+        "populated_mb_by_second": engine.iter().map(|g| g.populated_mb).collect::<Vec<_>>(),
+        "written_unpopulated_mb_by_second": engine.iter().map(|g| g.unpopulated_mb).collect::<Vec<_>>(),
+        "file_growths_by_writes_by_second": engine.iter().map(|g| g.growths_by_writes).collect::<Vec<_>>(),
+        "file_growths_while_flushing_by_second": engine.iter().map(|g| g.growths_while_flushing).collect::<Vec<_>>(),
         "checkpoint_running_by_second": engine.iter().map(|g| g.checkpoint_running).collect::<Vec<_>>(),
         "write_backs_by_second": engine.iter().map(|g| g.write_backs).collect::<Vec<_>>(),
         "pages_read_by_second": engine.iter().map(|g| g.pages_read).collect::<Vec<_>>(), "pages_read_per_insert": s.pages_read as f64 / (per_thread * a.threads).max(1) as f64,
@@ -644,6 +662,11 @@ fn print_split(split: &serde_json::Value, (a, b): (&str, &str), labels: [&str; 4
     }
 }
 
+/// MB a byte counter moved by between two snapshots.
+fn mb_between(before: u64, after: u64) -> f64 {
+    after.saturating_sub(before) as f64 / 1048576.0
+}
+
 /// What the engine grew by in one second of the load.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Growth {
@@ -657,6 +680,14 @@ struct Growth {
     write_backs: u64,
     /// Pages read into the cache.
     pages_read: u64,
+    /// MB of grown room the preparer populated.
+    populated_mb: f64,
+    /// MB of pages first written into grown room not yet populated.
+    unpopulated_mb: f64,
+    /// Growths of the data file made on a write's path (not ahead of it),
+    /// and growths made while the file was flushed.
+    growths_by_writes: u64,
+    growths_while_flushing: u64,
 }
 
 impl Growth {
@@ -671,6 +702,17 @@ impl Growth {
                 .data_write_backs
                 .saturating_sub(before.data_write_backs),
             pages_read: after.pages_read.saturating_sub(before.pages_read),
+            populated_mb: mb_between(before.file_bytes_populated, after.file_bytes_populated),
+            unpopulated_mb: mb_between(
+                before.file_bytes_written_unpopulated,
+                after.file_bytes_written_unpopulated,
+            ),
+            growths_by_writes: after
+                .file_growths_by_writes
+                .saturating_sub(before.file_growths_by_writes),
+            growths_while_flushing: after
+                .file_growths_while_flushing
+                .saturating_sub(before.file_growths_while_flushing),
         }
     }
 }
@@ -818,7 +860,16 @@ mod tests {
         after.data_write_backs = 1;
         before.pages_read = 10;
         after.pages_read = 250;
+        after.file_bytes_populated = 8 << 20;
+        after.file_bytes_written_unpopulated = 3 << 20;
+        before.file_growths_by_writes = 1;
+        after.file_growths_by_writes = 3;
+        after.file_growths_while_flushing = 1;
         let g = Growth::between(&before, &after);
+        assert_eq!(g.populated_mb, 8.0);
+        assert_eq!(g.unpopulated_mb, 3.0);
+        assert_eq!(g.growths_by_writes, 2);
+        assert_eq!(g.growths_while_flushing, 1);
         assert_eq!(g.file_mb, 32.0);
         assert_eq!(g.log_segments, 2);
         assert!(g.checkpoint_running);

@@ -486,6 +486,21 @@ fn charts(samples: &[Sample]) -> Result<Vec<(String, String)>, Error> {
         )?,
     );
     add(
+        "file-room",
+        chart(
+            "Data file room: populated ahead, or first written unpopulated",
+            "MiB/s",
+            x_max,
+            vec![
+                series("populated ahead", r("file_bytes_populated", MIB)),
+                series(
+                    "first written unpopulated",
+                    r("file_bytes_written_unpopulated", MIB),
+                ),
+            ],
+        )?,
+    );
+    add(
         "snapshots",
         chart(
             "Snapshots and the versions kept for them",

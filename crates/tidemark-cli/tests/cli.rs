@@ -391,13 +391,14 @@ fn report_draws_the_statistics_log() {
         "checkpoints",
         "tables",
         "collections",
+        "file-room",
     ] {
         assert!(
             html.contains(&format!("<figure id=\"{anchor}\"><svg")),
             "{anchor} missing"
         );
     }
-    assert_eq!(html.matches("<svg").count(), 13);
+    assert_eq!(html.matches("<svg").count(), 14);
     // The operations chart draws the puts and inserts; the tables chart
     // names the table.
     let legend = |name: &str| html.contains(&format!(">\n{name}\n</text>"));

@@ -139,7 +139,15 @@ impl BlockAlloc {
     /// little room left is never pushed past it by a write-back. `fresh`
     /// blocks may be reused as soon as they are freed; checkpoint blocks
     /// are not fresh.
+    #[cfg(test)]
     pub(crate) fn allocate(&self, fresh: bool) -> u64 {
+        self.allocate_noting(fresh).0
+    }
+
+    /// [`BlockAlloc::allocate`], and whether the block lies past every
+    /// block handed out before (the file's high-water mark moved): its
+    /// first write since open.
+    pub(crate) fn allocate_noting(&self, fresh: bool) -> (u64, bool) {
         let mut g = self.inner.lock();
         let n = g.nblocks;
         let mut found = None;
@@ -170,6 +178,7 @@ impl BlockAlloc {
                 }
             }
         }
+        let extended = found.is_none();
         let b = found.unwrap_or_else(|| {
             g.nblocks += 1;
             g.nblocks - 1
@@ -182,7 +191,7 @@ impl BlockAlloc {
         g.used_count += 1;
         self.used.store(g.used_count, Ordering::Release);
         g.hint = b + 1;
-        b
+        (b, extended)
     }
 
     /// Marks blocks `[start, end)` as the write-back step in flight, or

@@ -335,6 +335,18 @@ pub(crate) struct PagerCounters {
     pub(crate) branches_merged: AtomicU64,
     /// Times a root with one child took its content (a level less).
     pub(crate) roots_collapsed: AtomicU64,
+    /// Times the data file grew.
+    pub(crate) file_growths: AtomicU64,
+    /// Of `file_growths`, those made by a thread that was allocating a
+    /// block ([`Pager::ensure_room`]) rather than by the preparing thread.
+    pub(crate) file_growths_by_writes: AtomicU64,
+    /// Of `file_growths`, those made while the data file was flushed.
+    pub(crate) file_growths_while_flushing: AtomicU64,
+    /// Blocks [`Pager::prepare_ahead`] asked the operating system to cache.
+    pub(crate) blocks_populated: AtomicU64,
+    /// New blocks whose first write went to room grown since open and not
+    /// yet populated: a write that takes page-cache memory itself.
+    pub(crate) blocks_written_unpopulated: AtomicU64,
 }
 
 pub(crate) struct Pager {
@@ -826,6 +838,9 @@ impl Pager {
         }
         let to = have.min(from + grant);
         self.file.populate(from * page, (to - from) * page, page)?;
+        self.counters
+            .blocks_populated
+            .fetch_add(to - from, Ordering::Relaxed);
         // A shrink meanwhile lowered `populated` to the new length: keep it.
         let _ = self
             .populated
@@ -895,23 +910,34 @@ impl Pager {
     /// Preallocates the file to at least `need` blocks, by the usual step
     /// when it fits; returns its new length in blocks. Call with `grow`.
     fn grow_to(&self, have: u64, need: u64) -> std::io::Result<u64> {
-        self.grow_exactly(have, need, need.max(grow_step(have)))
+        let len = self.grow_exactly(have, need, need.max(grow_step(have)))?;
+        self.counters
+            .file_growths_by_writes
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(len)
     }
 
     /// [`Pager::grow_to`] with the step given: `want` if it fits, `need`
     /// near a full disk.
     fn grow_exactly(&self, have: u64, need: u64, want: u64) -> std::io::Result<u64> {
         debug_assert!(have < need && need <= want);
-        match self.file.preallocate(want * self.page_size as u64) {
-            Ok(()) => Ok(want),
+        let len = match self.file.preallocate(want * self.page_size as u64) {
+            Ok(()) => want,
             // Near a full disk the large step does not fit: grow by what
             // is needed, so the space left is still used.
-            Err(e) if crate::error::io_is_disk_full(&e) && want > need => self
-                .file
-                .preallocate(need * self.page_size as u64)
-                .map(|()| need),
-            Err(e) => Err(e),
+            Err(e) if crate::error::io_is_disk_full(&e) && want > need => {
+                self.file.preallocate(need * self.page_size as u64)?;
+                need
+            }
+            Err(e) => return Err(e),
+        };
+        self.counters.file_growths.fetch_add(1, Ordering::Relaxed);
+        if self.flushing.load(Ordering::Acquire) {
+            self.counters
+                .file_growths_while_flushing
+                .fetch_add(1, Ordering::Relaxed);
         }
+        Ok(len)
     }
 
     /// Admission of a write (a commit, a checkpoint): makes sure the data
@@ -999,10 +1025,15 @@ impl Pager {
     /// unwritten, in one 3 GB data file, whose `rm` took 12.5 s). Reads
     /// take only the image either way.
     pub(crate) fn write_new_block(&self, buf: &mut [u8], fresh: bool) -> Result<u64> {
-        let b = self.alloc.allocate(fresh);
+        let (b, extended) = self.alloc.allocate_noting(fresh);
         if let Err(e) = self.ensure_room(b) {
             self.alloc.free(b, self.epoch.load(Ordering::Acquire));
             return Err(e);
+        }
+        if extended && b >= self.populated.load(Ordering::Acquire) {
+            self.counters
+                .blocks_written_unpopulated
+                .fetch_add(1, Ordering::Relaxed);
         }
         if let Err(e) = self.write_block(buf, b, fresh) {
             self.alloc.free(b, self.epoch.load(Ordering::Acquire));
@@ -1211,6 +1242,18 @@ mod tests {
         assert_eq!(ranges.first().map(|r| r.0), Some(0));
         assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0), "{ranges:?}");
         assert_eq!(ranges.last().map(|r| r.1), Some(p.file_blocks() * page));
+        // The counters say so: the writes grew the file themselves, into
+        // room nobody had populated; then the preparer populated it all.
+        let c = &p.counters;
+        let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        assert!(ld(&c.file_growths_by_writes) >= 1);
+        assert!(
+            ld(&c.file_growths) > ld(&c.file_growths_by_writes),
+            "the preparer grew it too"
+        );
+        assert_eq!(ld(&c.file_growths_while_flushing), 0);
+        assert_eq!(ld(&c.blocks_written_unpopulated), 3000);
+        assert_eq!(ld(&c.blocks_populated), p.file_blocks());
 
         // The cut, then every page rewritten once: each rewrite sends its
         // old block to limbo, so the epoch after needs no more room.
@@ -1222,6 +1265,11 @@ mod tests {
         }
         while p.prepare_ahead(true).unwrap() {}
         assert_eq!(p.file_blocks(), len, "no growth once rewrites free blocks");
+        assert_eq!(
+            ld(&c.blocks_written_unpopulated),
+            3000,
+            "the rewrites took populated room"
+        );
     }
 
     /// While the file is flushed, growth waits unless allocation is about
@@ -1263,8 +1311,19 @@ mod tests {
         let used = p.alloc.used();
         let have = p.file_blocks();
         assert!(have < used + FLUSH_GROWTH_FLOOR, "{have} blocks for {used}");
+        let grown = p
+            .counters
+            .file_growths_while_flushing
+            .load(Ordering::Relaxed);
         let _flushing = p.flush_guard();
         while p.prepare_ahead(false).unwrap() {}
+        assert!(
+            p.counters
+                .file_growths_while_flushing
+                .load(Ordering::Relaxed)
+                > grown,
+            "a growth during the flush is counted as one"
+        );
         assert!(
             p.file_blocks() >= used + 20_000,
             "{} blocks",

@@ -241,6 +241,23 @@ pub struct Stats {
     pub file_free_bytes: u64,
     /// Bytes of blocks waiting for a checkpoint before they can be reused.
     pub file_limbo_bytes: u64,
+    /// Times the data file grew (by preallocation, a large step at a time).
+    pub file_growths: u64,
+    /// Of `file_growths`, those made by a thread that needed the room for
+    /// a write it was making (a commit's admission, an eviction, a
+    /// checkpoint's page) rather than ahead of need by the preparing
+    /// thread.
+    pub file_growths_by_writes: u64,
+    /// Of `file_growths`, those made while the data file was being flushed
+    /// (a checkpoint or a write-back), when growing waits for the device.
+    pub file_growths_while_flushing: u64,
+    /// Bytes of grown room the preparing thread asked the operating system
+    /// to cache ahead of the first writes into it.
+    pub file_bytes_populated: u64,
+    /// Bytes of pages whose block was new room not yet populated when the
+    /// page was first written there: each such write took page-cache
+    /// memory itself.
+    pub file_bytes_written_unpopulated: u64,
     /// Leaves merged into a sibling after deletes left them under a quarter
     /// full.
     pub tree_leaves_merged: u64,
@@ -409,6 +426,11 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         file_size: file_blocks * page,
         file_free_bytes: (a.free_blocks + (file_blocks - a.file_blocks)) * page,
         file_limbo_bytes: a.limbo_blocks * page,
+        file_growths: ld(&e.pager.counters.file_growths),
+        file_growths_by_writes: ld(&e.pager.counters.file_growths_by_writes),
+        file_growths_while_flushing: ld(&e.pager.counters.file_growths_while_flushing),
+        file_bytes_populated: ld(&e.pager.counters.blocks_populated) * page,
+        file_bytes_written_unpopulated: ld(&e.pager.counters.blocks_written_unpopulated) * page,
         memory_limit_bytes: e.pager.os_cache.limit.unwrap_or(0),
         os_cache_drop_behind: e.pager.os_cache.dropping.load(Ordering::Relaxed),
         log_bytes_written: log.bytes,
@@ -512,6 +534,17 @@ impl Stats {
             ("file_size", self.file_size),
             ("file_free_bytes", self.file_free_bytes),
             ("file_limbo_bytes", self.file_limbo_bytes),
+            ("file_growths", self.file_growths),
+            ("file_growths_by_writes", self.file_growths_by_writes),
+            (
+                "file_growths_while_flushing",
+                self.file_growths_while_flushing,
+            ),
+            ("file_bytes_populated", self.file_bytes_populated),
+            (
+                "file_bytes_written_unpopulated",
+                self.file_bytes_written_unpopulated,
+            ),
             ("tree_leaves_merged", self.tree_leaves_merged),
             ("tree_leaves_unlinked", self.tree_leaves_unlinked),
             ("tree_branches_merged", self.tree_branches_merged),
