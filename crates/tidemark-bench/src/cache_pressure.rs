@@ -295,6 +295,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     });
     let speed = speed_samples
         .map(|per_cpu| crate::cpu_speed::figures(&full, med, &per_cpu, TARGET_MIN_OVER_MEDIAN));
+    // The seconds the data file was flushed (a checkpoint's or a
+    // write-back's steps and `fdatasync`) for half the second or more,
+    // against the others.
+    let flushed: Vec<Option<bool>> = engine.iter().map(|g| Some(g.flushing >= 0.5)).collect();
+    let flush_split = report::split(&full, &flushed, med, ("steady", "flushing"));
     if !a.json {
         per_second("inserts", full.iter().map(|w| format!("{w:.0}")));
         if let Some((by_second, _)) = &speed {
@@ -344,6 +349,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 .map(|g| if g.checkpoint_running { "1" } else { "0" }.to_string()),
         );
         per_second(
+            "% of the second flushing the data file",
+            engine.iter().map(|g| format!("{:.0}", g.flushing * 100.0)),
+        );
+        per_second(
             "data-file write-backs ended",
             engine.iter().map(|g| format!("{}", g.write_backs)),
         );
@@ -387,6 +396,21 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         if let Some((_, split)) = &speed {
             print_speed(split);
         }
+        print_split(
+            &flush_split,
+            ("steady", "flushing"),
+            [
+                "seconds steady / flushing the file",
+                "steady: median / min ops/s",
+                "flushing: median / min ops/s",
+                "min steady window / median",
+            ],
+        );
+        println!(
+            "{:<36} {:>14}",
+            "flushing median / steady median",
+            ratio(&flush_split, "flushing_median_over_steady_median")
+        );
         if let Some(st) = &settled {
             println!("{}", st.line());
         }
@@ -495,6 +519,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "file_growths_by_writes_by_second": engine.iter().map(|g| g.growths_by_writes).collect::<Vec<_>>(),
         "file_growths_while_flushing_by_second": engine.iter().map(|g| g.growths_while_flushing).collect::<Vec<_>>(),
         "checkpoint_running_by_second": engine.iter().map(|g| g.checkpoint_running).collect::<Vec<_>>(),
+        "flushing_share_by_second": engine.iter().map(|g| g.flushing).collect::<Vec<_>>(),
         "write_backs_by_second": engine.iter().map(|g| g.write_backs).collect::<Vec<_>>(),
         "pages_read_by_second": engine.iter().map(|g| g.pages_read).collect::<Vec<_>>(), "pages_read_per_insert": s.pages_read as f64 / (per_thread * a.threads).max(1) as f64,
     });
@@ -502,6 +527,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         figures["placement"] = split;
     }
     figures["cpu_speed"] = speed.map_or(serde_json::Value::Null, |(_, split)| split);
+    figures["flush_split"] = flush_split;
     figures["freeze_probe"] = freezes.unwrap_or(serde_json::Value::Null);
     figures["settle"] = settled.map_or(serde_json::Value::Null, |st| st.json());
     drop(t);
@@ -676,6 +702,9 @@ struct Growth {
     log_segments: u64,
     /// A checkpoint was running when the second ended.
     checkpoint_running: bool,
+    /// Share of the second the data file was being flushed (a checkpoint's
+    /// or a write-back's steps and `fdatasync`), 0 to 1.
+    flushing: f64,
     /// Write-backs of the data file between checkpoints that ended.
     write_backs: u64,
     /// Pages read into the cache.
@@ -698,6 +727,15 @@ impl Growth {
                 .log_segments_created
                 .saturating_sub(before.log_segments_created),
             checkpoint_running: after.checkpoint_running,
+            flushing: {
+                let us = after.data_flush_us.saturating_sub(before.data_flush_us) as f64;
+                let span = after.uptime_us.saturating_sub(before.uptime_us) as f64;
+                if span > 0.0 {
+                    (us / span).min(1.0)
+                } else {
+                    0.0
+                }
+            },
             write_backs: after
                 .data_write_backs
                 .saturating_sub(before.data_write_backs),
@@ -865,7 +903,12 @@ mod tests {
         before.file_growths_by_writes = 1;
         after.file_growths_by_writes = 3;
         after.file_growths_while_flushing = 1;
+        before.uptime_us = 1_000_000;
+        after.uptime_us = 2_000_000;
+        before.data_flush_us = 100;
+        after.data_flush_us = 250_100;
         let g = Growth::between(&before, &after);
+        assert_eq!(g.flushing, 0.25);
         assert_eq!(g.populated_mb, 8.0);
         assert_eq!(g.unpopulated_mb, 3.0);
         assert_eq!(g.growths_by_writes, 2);

@@ -448,6 +448,10 @@ fn charts(samples: &[Sample]) -> Result<Vec<(String, String)>, Error> {
                     r("checkpoint_pages_written", 1.0),
                 ),
                 series("running (1) at the sample", l("checkpoint_running", 1.0)),
+                series(
+                    "share of the second flushing the data file (1 = all)",
+                    r("data_flush_us", 1e6),
+                ),
             ],
         )?,
     );

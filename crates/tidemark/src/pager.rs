@@ -202,11 +202,16 @@ const PREPARE_HEADROOM: u64 = crate::db::DEFAULT_CHECKPOINT_LOG_SIZE;
 const FLUSH_GROWTH_FLOOR: u64 = 4096;
 
 /// Clears [`Pager`]'s flush mark when dropped ([`Pager::flush_guard`]).
-pub(crate) struct FlushGuard<'a>(&'a AtomicBool);
+pub(crate) struct FlushGuard<'a>(&'a Pager);
 
 impl Drop for FlushGuard<'_> {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        let p = self.0;
+        let took = p
+            .since_open_ns()
+            .saturating_sub(p.flush_since_ns.load(Ordering::Acquire));
+        p.flush_ns.fetch_add(took, Ordering::AcqRel);
+        p.flushing.store(false, Ordering::Release);
     }
 }
 
@@ -385,6 +390,11 @@ pub(crate) struct Pager {
     /// the file then waits for the device behind the flush's writes while
     /// holding the file's write lock ([`Pager::prepare_ahead`]).
     flushing: AtomicBool,
+    /// When the flush in progress began, in nanoseconds since `opened`.
+    flush_since_ns: AtomicU64,
+    /// Nanoseconds the flushes that ended took in all.
+    flush_ns: AtomicU64,
+    opened: Instant,
     /// Free blocks the last write admission asked for (see
     /// [`Pager::ensure_space`]); allocations keep half as much again
     /// ahead, so writers seldom grow the file themselves.
@@ -458,6 +468,9 @@ impl Pager {
             populated: AtomicU64::new(file_blocks),
             pace: Mutex::new(PopulatePace::new(file_blocks, Instant::now())),
             flushing: AtomicBool::new(false),
+            flush_since_ns: AtomicU64::new(0),
+            flush_ns: AtomicU64::new(0),
+            opened: Instant::now(),
             reserve: AtomicU64::new(0),
             pids: Mutex::new(PidFree {
                 free: free_pids,
@@ -903,8 +916,26 @@ impl Pager {
     /// Marks the data file as being flushed until the guard is dropped
     /// (see [`Pager::prepare_ahead`]).
     pub(crate) fn flush_guard(&self) -> FlushGuard<'_> {
+        self.flush_since_ns
+            .store(self.since_open_ns(), Ordering::Release);
         self.flushing.store(true, Ordering::Release);
-        FlushGuard(&self.flushing)
+        FlushGuard(self)
+    }
+
+    fn since_open_ns(&self) -> u64 {
+        u64::try_from(self.opened.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Nanoseconds the data file has spent being flushed since open, the
+    /// flush in progress included (one flush runs at a time: the
+    /// checkpointer thread makes them all).
+    pub(crate) fn flush_time_ns(&self) -> u64 {
+        let done = self.flush_ns.load(Ordering::Acquire);
+        if !self.flushing.load(Ordering::Acquire) {
+            return done;
+        }
+        let since = self.flush_since_ns.load(Ordering::Acquire);
+        done + self.since_open_ns().saturating_sub(since)
     }
 
     /// Preallocates the file to at least `need` blocks, by the usual step
@@ -1301,6 +1332,22 @@ mod tests {
             "{} blocks after the flush",
             p.file_blocks()
         );
+    }
+
+    /// The flush time counts the flush in progress, and keeps what ended.
+    #[test]
+    fn flush_time_counts_each_flush_once() {
+        let (_f, p) = pager(0);
+        assert_eq!(p.flush_time_ns(), 0);
+        let g = p.flush_guard();
+        std::thread::sleep(Duration::from_millis(20));
+        let during = p.flush_time_ns();
+        assert!(during >= 20_000_000, "{during} ns into a 20 ms flush");
+        drop(g);
+        let after = p.flush_time_ns();
+        assert!(after >= during);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(p.flush_time_ns(), after, "no flush: the time stands");
     }
 
     /// With less room left than the floor, the flush does not hold growth

@@ -229,6 +229,10 @@ pub struct Stats {
     pub checkpoint_pages_written: u64,
     /// Whether a checkpoint is running now.
     pub checkpoint_running: bool,
+    /// Microseconds the data file has spent being flushed to the device
+    /// since open (the steps and `fdatasync` of checkpoints and of
+    /// write-backs between them), the flush in progress included.
+    pub data_flush_us: u64,
     /// Write-backs of the data file between checkpoints
     /// (`Builder::write_back_interval`).
     pub data_write_backs: u64,
@@ -423,6 +427,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         tree_roots_collapsed: ld(&e.pager.counters.roots_collapsed),
         data_write_backs: ld(&c.write_backs),
         checkpoint_running: ld(&c.running) != 0,
+        data_flush_us: e.pager.flush_time_ns() / 1000,
         file_size: file_blocks * page,
         file_free_bytes: (a.free_blocks + (file_blocks - a.file_blocks)) * page,
         file_limbo_bytes: a.limbo_blocks * page,
@@ -529,6 +534,7 @@ impl Stats {
             ("checkpoint_max_us", self.checkpoint_max_us),
             ("checkpoint_pages_written", self.checkpoint_pages_written),
             ("checkpoint_running", u64::from(self.checkpoint_running)),
+            ("data_flush_us", self.data_flush_us),
             ("data_write_backs", self.data_write_backs),
             ("page_size", self.page_size),
             ("file_size", self.file_size),
