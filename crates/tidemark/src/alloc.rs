@@ -133,20 +133,20 @@ impl BlockAlloc {
         })
     }
 
-    /// Hands out a free block, one outside the write-back step in flight
-    /// ([`BlockAlloc::set_writing_back`]) while the file has one; the file
-    /// grows only when it has no free block at all, so a database with
-    /// little room left is never pushed past it by a write-back. `fresh`
-    /// blocks may be reused as soon as they are freed; checkpoint blocks
-    /// are not fresh.
+    /// [`BlockAlloc::allocate_noting`]'s block alone (the tests').
     #[cfg(test)]
     pub(crate) fn allocate(&self, fresh: bool) -> u64 {
         self.allocate_noting(fresh).0
     }
 
-    /// [`BlockAlloc::allocate`], and whether the block lies past every
-    /// block handed out before (the file's high-water mark moved): its
-    /// first write since open.
+    /// Hands out a free block, one outside the write-back step in flight
+    /// ([`BlockAlloc::set_writing_back`]) while the file has one; the file
+    /// grows only when it has no free block at all, so a database with
+    /// little room left is never pushed past it by a write-back. `fresh`
+    /// blocks may be reused as soon as they are freed; checkpoint blocks
+    /// are not fresh. Also says whether the block lies past every block
+    /// handed out before (the file's high-water mark moved): its first
+    /// write since open.
     pub(crate) fn allocate_noting(&self, fresh: bool) -> (u64, bool) {
         let mut g = self.inner.lock();
         let n = g.nblocks;
@@ -195,11 +195,11 @@ impl BlockAlloc {
     }
 
     /// Marks blocks `[start, end)` as the write-back step in flight, or
-    /// (`None`) that no step is. Until the next call, [`allocate`] hands
+    /// (`None`) that no step is. Until the next call, [`allocate_noting`] hands
     /// none of them out and [`rewritable`] refuses them: a page bound for
     /// one of them is written to another block instead.
     ///
-    /// [`allocate`]: BlockAlloc::allocate
+    /// [`allocate_noting`]: BlockAlloc::allocate_noting
     /// [`rewritable`]: BlockAlloc::rewritable
     pub(crate) fn set_writing_back(&self, range: Option<(u64, u64)>) {
         self.inner.lock().writing_back = range.filter(|(s, e)| s < e);
