@@ -31,6 +31,7 @@ const GAUGES: &[&str] = &[
     "checkpoint_running",
     "file_size",
     "file_free_bytes",
+    "file_high_water_bytes",
     "file_limbo_bytes",
     "memory_limit_bytes",
     "os_cache_drop_behind",

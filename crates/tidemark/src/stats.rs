@@ -243,6 +243,13 @@ pub struct Stats {
     pub file_size: u64,
     /// Bytes of free blocks inside the data file.
     pub file_free_bytes: u64,
+    /// Bytes of the data file up to the end of the highest block handed
+    /// out since open (or since `compact` cut the file): the blocks in use
+    /// and the free blocks among them. The rest of `file_size` is room
+    /// preallocated ahead of the writes admitted, which grows by steps
+    /// and with the size of those writes, so reuse of freed blocks shows
+    /// here rather than in `file_size`.
+    pub file_high_water_bytes: u64,
     /// Bytes of blocks waiting for a checkpoint before they can be reused.
     pub file_limbo_bytes: u64,
     /// Times the data file grew (by preallocation, a large step at a time).
@@ -430,6 +437,7 @@ pub(crate) fn collect(e: &Engine) -> Stats {
         data_flush_us: e.pager.flush_time_ns() / 1000,
         file_size: file_blocks * page,
         file_free_bytes: (a.free_blocks + (file_blocks - a.file_blocks)) * page,
+        file_high_water_bytes: a.file_blocks * page,
         file_limbo_bytes: a.limbo_blocks * page,
         file_growths: ld(&e.pager.counters.file_growths),
         file_growths_by_writes: ld(&e.pager.counters.file_growths_by_writes),
@@ -539,6 +547,7 @@ impl Stats {
             ("page_size", self.page_size),
             ("file_size", self.file_size),
             ("file_free_bytes", self.file_free_bytes),
+            ("file_high_water_bytes", self.file_high_water_bytes),
             ("file_limbo_bytes", self.file_limbo_bytes),
             ("file_growths", self.file_growths),
             ("file_growths_by_writes", self.file_growths_by_writes),
