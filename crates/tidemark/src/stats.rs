@@ -243,9 +243,9 @@ pub struct Stats {
     pub file_size: u64,
     /// Bytes of free blocks inside the data file.
     pub file_free_bytes: u64,
-    /// Bytes of the data file up to the end of the highest block handed
-    /// out since open (or since `compact` cut the file): the blocks in use
-    /// and the free blocks among them. The rest of `file_size` is room
+    /// Bytes of the data file up to the end of its highest block in use
+    /// at open or handed out since (`compact` lowers it to the blocks in
+    /// use): the blocks in use and the free blocks among them. The rest of `file_size` is room
     /// preallocated ahead of the writes admitted, which grows by steps
     /// and with the size of those writes, so reuse of freed blocks shows
     /// here rather than in `file_size`.

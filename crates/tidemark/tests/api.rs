@@ -269,6 +269,11 @@ fn data_file_grows_in_preallocated_steps_that_stats_count_as_free() {
         s.file_free_bytes > on_disk / 2,
         "the preallocated tail is not counted as free: {s:?}"
     );
+    // Nor as used: the blocks handed out end well before the file does.
+    assert!(
+        s.file_high_water_bytes < on_disk / 2,
+        "the preallocated tail is counted as used: {s:?}"
+    );
     drop(t);
     db.close().unwrap();
     // The zero tail does not confuse open, and the data is all there.

@@ -189,7 +189,7 @@ fn the_largest_values_at_every_page_size() {
         // grow once for it, by as much as that room lacks, however well
         // blocks are reused (measured from before it, the bound below
         // failed once at pages of 8 KiB).
-        t.put([3u8], value(MAX_VALUE_SIZE, 3)).unwrap();
+        t.put([3u8], value(MAX_VALUE_SIZE, 7)).unwrap();
         db.checkpoint().unwrap();
         let before = db.stats();
         for round in 0..3 {
