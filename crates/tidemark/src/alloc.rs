@@ -48,6 +48,11 @@ struct Inner {
     hint: u64,
     /// Set bits in `fresh`.
     fresh_count: u64,
+    /// Fresh blocks holding pages that are written once and never
+    /// rewritten (overflow pages): a subset of `fresh`.
+    once: Vec<u64>,
+    /// Set bits in `once`.
+    once_count: u64,
     limbo: Vec<(u64, u64)>,
     /// Blocks `[start, end)` of the write-back step in flight, if one is.
     writing_back: Option<(u64, u64)>,
@@ -97,6 +102,18 @@ fn set(v: &mut Vec<u64>, b: u64, on: bool) {
     }
 }
 
+impl Inner {
+    /// Fresh block `b` is fresh no longer (nor written once).
+    fn clear_fresh_bit(&mut self, b: u64) {
+        set(&mut self.fresh, b, false);
+        self.fresh_count -= 1;
+        if bit(&self.once, b) {
+            set(&mut self.once, b, false);
+            self.once_count -= 1;
+        }
+    }
+}
+
 /// Snapshot of the allocator for statistics.
 pub(crate) struct AllocStats {
     pub(crate) file_blocks: u64,
@@ -116,6 +133,8 @@ impl BlockAlloc {
             used_count: 0,
             hint: META_BLOCKS,
             fresh_count: 0,
+            once: Vec::new(),
+            once_count: 0,
             limbo: Vec::new(),
             writing_back: None,
         };
@@ -230,8 +249,18 @@ impl BlockAlloc {
     pub(crate) fn unfresh(&self, b: u64) {
         let mut g = self.inner.lock();
         if bit(&g.fresh, b) {
-            set(&mut g.fresh, b, false);
-            g.fresh_count -= 1;
+            g.clear_fresh_bit(b);
+        }
+    }
+
+    /// Fresh block `b` holds a page that is never rewritten (an overflow
+    /// page): the next epoch needs no block for it
+    /// ([`BlockAlloc::growth_ahead`]).
+    pub(crate) fn written_once(&self, b: u64) {
+        let mut g = self.inner.lock();
+        if bit(&g.fresh, b) && !bit(&g.once, b) {
+            set(&mut g.once, b, true);
+            g.once_count += 1;
         }
     }
 
@@ -243,8 +272,7 @@ impl BlockAlloc {
         let mut g = self.inner.lock();
         debug_assert!(bit(&g.used, b), "double free of block {b}");
         if bit(&g.fresh, b) {
-            set(&mut g.fresh, b, false);
-            g.fresh_count -= 1;
+            g.clear_fresh_bit(b);
             set(&mut g.used, b, false);
             g.used_count -= 1;
             self.used.store(g.used_count, Ordering::Release);
@@ -276,6 +304,8 @@ impl BlockAlloc {
         let mut g = self.inner.lock();
         g.fresh.fill(0);
         g.fresh_count = 0;
+        g.once.fill(0);
+        g.once_count = 0;
     }
 
     /// Blocks the epoch after this one is expected to need beyond what the
@@ -283,9 +313,12 @@ impl BlockAlloc {
     /// epoch that did not send an older block to limbo (new pages, mostly).
     /// After the next cut, each such page's first write takes a block
     /// while its current one stays in the checkpoint until the one after.
+    /// Pages written once (overflow pages) are left out: they are never
+    /// written again, and counted, 128 MiB of new large values kept as
+    /// much again preallocated ahead of them.
     pub(crate) fn growth_ahead(&self) -> u64 {
         let g = self.inner.lock();
-        g.fresh_count.saturating_sub(g.limbo.len() as u64)
+        (g.fresh_count - g.once_count).saturating_sub(g.limbo.len() as u64)
     }
 
     /// Makes the next allocations take the lowest free blocks.
@@ -410,6 +443,41 @@ mod tests {
         assert_eq!(a.allocate(false), 6);
         a.release_through(7);
         assert_eq!(a.allocate(false), 2);
+    }
+
+    /// Blocks written once leave the next epoch's expected growth; freed
+    /// or adopted, they leave the count with their freshness.
+    #[test]
+    fn blocks_written_once_are_not_expected_to_grow_the_next_epoch() {
+        let a = BlockAlloc::new([2, 3]).unwrap();
+        let pages: Vec<u64> = (0..5).map(|_| a.allocate(true)).collect();
+        let once: Vec<u64> = (0..4).map(|_| a.allocate(true)).collect();
+        assert_eq!(a.growth_ahead(), 9);
+        for &b in &once {
+            a.written_once(b);
+        }
+        a.written_once(once[0]);
+        assert_eq!(a.growth_ahead(), 5, "only rewritable pages count");
+        a.free(once[0], 1);
+        a.unfresh(once[1]);
+        a.written_once(2);
+        assert_eq!(a.growth_ahead(), 5, "not fresh: never written once");
+        a.free(pages[0], 1);
+        assert_eq!(a.growth_ahead(), 4);
+        // A block freed while written once comes back as a plain one.
+        assert_eq!(a.allocate(true), once[0].min(pages[0]));
+        assert_eq!(a.growth_ahead(), 5);
+        a.free(2, 1);
+        assert_eq!(a.growth_ahead(), 4, "limbo gives back a block");
+        a.clear_fresh();
+        assert_eq!(a.growth_ahead(), 0);
+        let b = a.allocate(true);
+        assert_eq!(a.growth_ahead(), 0, "one limbo block still counted");
+        a.written_once(b);
+        a.allocate(true);
+        assert_eq!(a.growth_ahead(), 0);
+        a.release_through(1);
+        assert_eq!(a.growth_ahead(), 1);
     }
 
     #[test]

@@ -445,8 +445,8 @@ impl Engine {
 
     /// Logs `ops` after admission: room in the log for the record, and in
     /// the data file for the reserve plus what applying the record can take:
-    /// twice the pages its bytes could fill, and two pages for each
-    /// operation (a page already on disk that it makes dirty, and a parent),
+    /// twice the pages its bytes could fill (a value too large for a leaf:
+    /// its overflow pages, once), and two pages for each operation (a page already on disk that it makes dirty, and a parent),
     /// at most the blocks in use. That room is promised to the commit until
     /// it is applied ([`Ticket::promised`], released by the caller). A full
     /// disk is [`Error::DiskFull`] with nothing logged, so the commit fails
@@ -462,7 +462,21 @@ impl Engine {
         }
         let (plen, len) = self.wal.admit(ops)?;
         let touched = (2 * ops.len() as u64).min(self.pager.alloc.used());
-        let pages = len.div_ceil(self.pager.page_size as u64 / 2) * 2 + touched;
+        let ps = self.pager.page_size;
+        // A value too large for a leaf takes exactly its overflow pages,
+        // written once to new blocks: counted by the rule for cells, a
+        // value of 16 MiB asked for four times its size, and the file
+        // kept half as much again preallocated ahead of it.
+        let (mut cells, mut overflow) = (len, 0u64);
+        for op in ops {
+            if let LogOp::Put { key, value, .. } = op {
+                if !node::fits_inline(ps, key.len(), value.len()) {
+                    cells = cells.saturating_sub(value.len() as u64);
+                    overflow += overflow::page_count(ps, value.len());
+                }
+            }
+        }
+        let pages = cells.div_ceil(ps as u64 / 2) * 2 + overflow + touched;
         let promise = self.pager.promise(self.reserve_blocks(), pages)?;
         let mut ticket = self.wal.append_sized(ops, plen, durability)?;
         ticket.promised = promise.keep();

@@ -1173,6 +1173,7 @@ impl Pager {
     /// Writes a page that bypasses the cache (overflow) and maps it.
     pub(crate) fn write_direct(&self, pid: u64, buf: &mut [u8]) -> Result<()> {
         let b = self.write_new_block(buf, true)?;
+        self.alloc.written_once(b);
         let mut st = self.state.lock();
         self.set_mapping_locked(&mut st, pid, b, false);
         Ok(())

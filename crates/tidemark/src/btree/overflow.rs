@@ -37,6 +37,18 @@ const _: () = {
     assert!(data_pages.div_ceil(p / 8) <= p / 8);
 };
 
+/// Pages [`write`] takes for a value of `len` bytes at pages of
+/// `page_size`: its data pages, its index pages, and a root index page
+/// when one index page cannot list them all. Admission counts a write's
+/// room by it: an overflowed value fills its pages whole and is written
+/// once, straight to new blocks.
+pub(crate) fn page_count(page_size: usize, len: usize) -> u64 {
+    let data = len.div_ceil(payload(page_size));
+    let indexes = data.div_ceil(ids_per_index(page_size)).max(1);
+    let root = usize::from(indexes > 1);
+    (data + indexes + root) as u64
+}
+
 /// Writes `value` to overflow pages; returns the id of its top index page.
 pub(crate) fn write(pager: &Pager, value: &[u8]) -> Result<u64> {
     let ps = pager.page_size;
@@ -164,4 +176,45 @@ pub(crate) fn pages(pager: &Pager, index: u64, len: u64) -> Result<Vec<u64>> {
     v.extend(subs);
     v.push(index);
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::BlockAlloc;
+    use crate::pagemap::PageMap;
+    use std::sync::Arc;
+
+    /// A pager at pages of `ps` over a data file in memory.
+    fn mem_pager(ps: usize) -> Pager {
+        let f = Arc::new(crate::io::MemFile::default());
+        let alloc = BlockAlloc::new(std::iter::empty()).expect("no blocks used yet");
+        Pager::new(ps, f, PageMap::new(), alloc, 1, 3, Vec::new())
+    }
+
+    #[test]
+    fn page_count_is_what_a_write_takes() {
+        for ps in [
+            page::MIN_PAGE_SIZE,
+            page::DEFAULT_PAGE_SIZE,
+            page::MAX_PAGE_SIZE,
+        ] {
+            let pager = mem_pager(ps);
+            let p = payload(ps);
+            let one_index = ids_per_index(ps) * p;
+            let mut lens = vec![1, p - 1, p, p + 1, 3 * p, one_index - 1, one_index];
+            lens.extend([one_index + 1, 2 * one_index + p, crate::MAX_VALUE_SIZE]);
+            for len in lens.into_iter().filter(|&l| l <= crate::MAX_VALUE_SIZE) {
+                let value: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+                let used = pager.alloc.used();
+                let index = write(&pager, &value).unwrap();
+                let written = pager.alloc.used() - used;
+                let listed = pages(&pager, index, len as u64).unwrap().len() as u64;
+                assert_eq!(listed, written, "pages of {ps}, {len} bytes");
+                assert_eq!(page_count(ps, len), written, "pages of {ps}, {len} bytes");
+                assert!(read(&pager, index, len as u64).unwrap() == value);
+                free(&pager, index, len as u64).unwrap();
+            }
+        }
+    }
 }
