@@ -148,6 +148,12 @@ enum Cmd {
     ReadAfterCheckpoint {
         #[arg(long, default_value_t = 2)]
         threads: usize,
+        /// Time a fixed unit of work on each CPU every 5 ms through the
+        /// rounds and print the speed the CPUs ran at in each read window.
+        /// Off by default: its wakes take the CPU from the readers, whose
+        /// throughput is the figure measured.
+        #[arg(long)]
+        speed_probe: bool,
     },
     /// Group commit scaling, 1..64 threads, Write and Fsync, against SQLite (pathology 4).
     WalScaling {
@@ -450,14 +456,16 @@ fn main() -> ExitCode {
             placement_probe,
             io_twin,
         }),
-        Cmd::ReadAfterCheckpoint { threads } => {
-            read_after_checkpoint::run(&read_after_checkpoint::Args {
-                quick: cli.quick,
-                json: cli.json,
-                dir: cli.dir,
-                threads,
-            })
-        }
+        Cmd::ReadAfterCheckpoint {
+            threads,
+            speed_probe,
+        } => read_after_checkpoint::run(&read_after_checkpoint::Args {
+            quick: cli.quick,
+            json: cli.json,
+            dir: cli.dir,
+            threads,
+            speed_probe,
+        }),
         Cmd::WalScaling { threads } => wal_scaling::run(&wal_scaling::Args {
             threads,
             quick: cli.quick,
