@@ -37,7 +37,7 @@ const _: () = {
     assert!(data_pages.div_ceil(p / 8) <= p / 8);
 };
 
-/// Pages [`write`] takes for a value of `len` bytes at pages of
+/// Pages [`write()`] takes for a value of `len` bytes at pages of
 /// `page_size`: its data pages, its index pages, and a root index page
 /// when one index page cannot list them all. Admission counts a write's
 /// room by it: an overflowed value fills its pages whole and is written
