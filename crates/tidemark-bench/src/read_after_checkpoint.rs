@@ -38,7 +38,7 @@ pub struct Args {
 }
 
 /// What went on in one read window beside the reads.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct Beside {
     /// Host steal, % of the machine's CPU time.
     steal_pct: Option<f64>,

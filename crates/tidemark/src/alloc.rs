@@ -314,8 +314,8 @@ impl BlockAlloc {
     /// After the next cut, each such page's first write takes a block
     /// while its current one stays in the checkpoint until the one after.
     /// Pages written once (overflow pages) are left out: they are never
-    /// written again, and counted, 128 MiB of new large values kept as
-    /// much again preallocated ahead of them.
+    /// written again. Counted, 128 MiB of new large values made the file
+    /// keep as much again preallocated ahead of them.
     pub(crate) fn growth_ahead(&self) -> u64 {
         let g = self.inner.lock();
         (g.fresh_count - g.once_count).saturating_sub(g.limbo.len() as u64)

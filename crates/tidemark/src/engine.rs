@@ -446,8 +446,9 @@ impl Engine {
     /// Logs `ops` after admission: room in the log for the record, and in
     /// the data file for the reserve plus what applying the record can take:
     /// twice the pages its bytes could fill (a value too large for a leaf:
-    /// its overflow pages, once), and two pages for each operation (a page already on disk that it makes dirty, and a parent),
-    /// at most the blocks in use. That room is promised to the commit until
+    /// its overflow pages, once), and two pages for each operation (a page
+    /// already on disk that it makes dirty, and a parent), at most the
+    /// blocks in use. That room is promised to the commit until
     /// it is applied ([`Ticket::promised`], released by the caller). A full
     /// disk is [`Error::DiskFull`] with nothing logged, so the commit fails
     /// alone and later ones may succeed.
