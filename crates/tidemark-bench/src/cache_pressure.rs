@@ -465,6 +465,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "pages moved out of a write-back step", s.pages_moved_from_write_back
         );
         println!("{:<36} {:>14}", "checkpoints during run", s.checkpoints);
+        println!(
+            "{:<36} {:>14.1}",
+            "longest checkpoint ms",
+            s.checkpoint_max_us as f64 / 1000.0
+        );
         let ms = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.1}"));
         println!(
             "{:<36} {:>14}",
@@ -507,7 +512,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "max_latency_ms": worst_ns as f64 / 1e6, "worst_ms_by_second": worst_ms, "peak_cache_pct": peak_pct, "examined_per_evicted": examined_per_evicted,
         "app_thread_evictions": s.app_thread_evictions, "max_cache_wait_ms": s.max_cache_wait_us as f64 / 1000.0,
         "bytes_written_per_user_byte": amp, "in_place_pct": in_place_pct, "pages_moved_from_write_back": s.pages_moved_from_write_back, "data_file_mb": s.file_size as f64 / 1048576.0,
-        "checkpoints": s.checkpoints, "quick": a.quick,
+        "checkpoints": s.checkpoints, "checkpoint_max_ms": s.checkpoint_max_us as f64 / 1000.0, "quick": a.quick,
         "steal_pct": run_steal, "steal_pct_by_second": steal,
         "device_read_mb": read_mb, "device_read_kb_by_second": reads.iter().map(|r| r.map(|b| b / 1024)).collect::<Vec<_>>(),
         "worst_ms_with_device_reads": worst_with_reads, "worst_ms_without_device_reads": worst_without_reads,

@@ -19,9 +19,11 @@
 //!    not changed since its capture is marked clean at that block.
 //! 3. **Map.** Rewrite only the map chunks whose entries differ from the
 //!    last durable checkpoint, with the values as of the cut, and the chunk
-//!    directory. Push the file's cached writes to the device in 4 MiB
-//!    steps (so one huge fsync never fills the device queue), then
-//!    `fdatasync`, both on a thread of low CPU priority (see [`flush`]);
+//!    directory. Push the blocks written before this flush began (those
+//!    the image may reference, `Pager::unflushed`) to the device in 4 MiB
+//!    steps (so one huge fsync never fills the device queue), then make
+//!    them durable without the rest of the file (`sync_written_back`), on
+//!    a thread of low CPU priority (see [`flush`]);
 //!    a growing file is grown first, and not while the steps run
 //!    (`Pager::grow_before_flush`).
 //!    Then sync the log and write capped collections' pending ring records
@@ -67,9 +69,15 @@ pub(crate) struct CheckpointCounters {
     /// Write-backs of the data file between checkpoints
     /// ([`write_back`]).
     pub(crate) write_backs: AtomicU64,
-    /// The pager's `bytes_written` when the data file was last synced:
-    /// a write-back with nothing new to sync is skipped.
+    /// The pager's `bytes_written` as of the last flush, whole or of a
+    /// checkpoint's blocks (every write counted before a checkpoint's
+    /// flush began is in its set): a write-back with nothing new to sync
+    /// is skipped.
     pub(crate) synced_bytes: AtomicU64,
+    /// Flushes of the whole file (every write-back, and a checkpoint on a
+    /// file system without the ranged sync): the checkpointer restarts
+    /// the write-back's clock only after one of these.
+    pub(crate) whole_flushes: AtomicU64,
     /// Nice value of the thread that flushes the data file for a
     /// checkpoint (`Builder::checkpoint_flush_nice`); `None`: the
     /// checkpointing thread flushes it itself.
@@ -216,7 +224,9 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     chunks.extend(overrides.keys().map(|&p| e.pager.chunk_of(p)));
     written += write_map(e, durable, n, next_pid, &chunks, &overrides, &mut buf)?;
     e.pager.state.lock().running = None;
-    flush(e)?;
+    // The meta slot step 4 overwrites: nothing writes it before then.
+    let slot = ((durable.generation + 1) % 2) * e.pager.page_size as u64;
+    flush(e, Scope::Image { slot })?;
     // The image names ring states as of the cut: their records must be in
     // the ring files before the meta page makes the image durable.
     e.flush_rings()?;
@@ -230,11 +240,10 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
         log_segment_size: durable.log_segment_size,
     };
     meta.encode(&mut buf);
-    // Everything the meta page names was made durable by the flush's
-    // `fdatasync` above, so only the meta page's own bytes need to be:
-    // a whole-file sync here would also write every page evicted since,
-    // none of which this checkpoint needs, while writers wait for the
-    // pages it locks.
+    // Everything the meta page names was made durable by the flush
+    // above, so only the meta page's own bytes need to be: a whole-file
+    // sync here would also write every page evicted since, none of which
+    // this checkpoint needs, while writers wait for the pages it locks.
     e.pager
         .file
         .write_durable_at(&buf, (meta.generation % 2) * e.pager.page_size as u64)?;
@@ -246,6 +255,22 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
     // next checkpoint tries again.
     e.wal.checkpoint_done(log_lsn);
     Ok(written + 1)
+}
+
+/// What a flush of the data file must make durable.
+#[derive(Clone, Copy)]
+enum Scope {
+    /// Everything written (a write-back between checkpoints).
+    File,
+    /// What a checkpoint's image may reference: every block written
+    /// before the flush began, by evictions since the last flush and by
+    /// the checkpoint itself (`Pager::unflushed`). Not the blocks writers
+    /// fill while it runs: in a write-heavy load those are hundreds of
+    /// megabytes a checkpoint would otherwise push out too, so its cost
+    /// would follow the load's rate instead of its own dirty data.
+    /// `slot` is the byte offset of the meta slot the checkpoint will
+    /// write next, which nothing writes until then.
+    Image { slot: u64 },
 }
 
 /// Step 3's flush: the data file's writes pushed to the device and
@@ -261,9 +286,9 @@ fn write_image(e: &Engine, durable: &mut Durable, cut: Cut) -> Result<u64> {
 /// lowered back without privilege, hence a thread for the step rather
 /// than the caller's own. If no thread can be started, the caller
 /// flushes.
-fn flush(e: &Engine) -> Result<()> {
+fn flush(e: &Engine, scope: Scope) -> Result<()> {
     let Some(nice) = e.ckpt.flush_nice else {
-        return flush_here(e);
+        return flush_here(e, scope);
     };
     std::thread::scope(|s| {
         let spawned = std::thread::Builder::new()
@@ -272,7 +297,7 @@ fn flush(e: &Engine) -> Result<()> {
                 // A system that refuses the change leaves the thread at
                 // normal priority: slower for writers, as correct.
                 let _ = crate::io::set_thread_nice(nice);
-                flush_here(e)
+                flush_here(e, scope)
             });
         match spawned {
             Ok(h) => h.join().unwrap_or_else(|_| {
@@ -280,14 +305,22 @@ fn flush(e: &Engine) -> Result<()> {
                     "the checkpoint's flush thread panicked",
                 )))
             }),
-            Err(_) => flush_here(e),
+            Err(_) => flush_here(e, scope),
         }
     })
 }
 
 /// [`flush`] on the calling thread.
-fn flush_here(e: &Engine) -> Result<()> {
-    let written = e.pager.counters.bytes_written.load(Ordering::Relaxed);
+fn flush_here(e: &Engine, scope: Scope) -> Result<()> {
+    // Read before the set is taken: a write is marked in the set before
+    // it is counted, so every byte counted here is in the set.
+    let written = e.pager.counters.bytes_written.load(Ordering::Acquire);
+    // Taken before anything else: every block the image references is in
+    // it (`Pager::unflushed`).
+    let blocks = match scope {
+        Scope::Image { .. } => e.pager.unflushed.take(),
+        Scope::File => crate::pager::Written::Unknown,
+    };
     // Room the growing file will soon need is taken now, before the
     // flush's writes make the device slow to answer the file system's
     // reads; while they are in flight, the preparer defers growth. A
@@ -295,8 +328,19 @@ fn flush_here(e: &Engine) -> Result<()> {
     // admission, which reports a full disk.
     let _ = e.pager.grow_before_flush();
     let _flushing = e.pager.flush_guard();
-    write_back_paced(e)?;
-    e.pager.file.sync_data()?;
+    match (scope, blocks) {
+        (Scope::Image { slot }, crate::pager::Written::Blocks(blocks)) => {
+            write_back_blocks(e, &blocks)?;
+            e.pager
+                .file
+                .sync_written_back((slot, e.pager.page_size as u64))?;
+        }
+        _ => {
+            write_back_paced(e)?;
+            e.pager.file.sync_data()?;
+            e.ckpt.whole_flushes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
     e.ckpt.synced_bytes.store(written, Ordering::Relaxed);
     Ok(())
 }
@@ -318,7 +362,7 @@ pub(crate) fn write_back(e: &Engine) -> Result<()> {
     if written == e.ckpt.synced_bytes.load(Ordering::Relaxed) {
         return Ok(());
     }
-    if let Err(err) = flush(e) {
+    if let Err(err) = flush(e, Scope::File) {
         e.pager
             .stop_writes(&format!("writing the data file back failed: {err}"));
         return Err(err);
@@ -361,6 +405,46 @@ fn write_back_paced(e: &Engine) -> Result<()> {
             .set_writing_back(Some((off / page, end.div_ceil(page))));
         e.pager.file.write_back(off, WRITE_BACK_STEP)?;
         off = end;
+    }
+    Ok(())
+}
+
+/// Pushes `blocks` (ascending) to the device as [`write_back_paced`]
+/// pushes the whole file, in the same 4 MiB steps of the file, but only
+/// over the part of each step from its first block in `blocks` to its
+/// last, and not at all over a step with none. A step's span may hold
+/// blocks written after the flush began too (so written out early, which
+/// is harmless); a step the image was not written to is passed by. The
+/// step in flight is kept from evictions as in `write_back_paced`, and,
+/// as there, each step is one call that waits for the write-outs in
+/// flight over it, then writes and waits (`FileIo::write_back`). A first
+/// version started each run of adjacent blocks as a write-out of its own
+/// without waiting, and waited for them all after: in the `checkpoint`
+/// benchmark its flush was slower and the writer's p99 beside it missed
+/// the target in every run (BENCHMARKS.md, "The checkpoint flushes its
+/// own blocks"). Nothing becomes durable here
+/// ([`crate::io::FileIo::sync_written_back`]).
+fn write_back_blocks(e: &Engine, blocks: &[u64]) -> Result<()> {
+    /// Clears the window however the steps end.
+    struct Window<'a>(&'a crate::alloc::BlockAlloc);
+    impl Drop for Window<'_> {
+        fn drop(&mut self) {
+            self.0.set_writing_back(None);
+        }
+    }
+    let page = e.pager.page_size as u64;
+    let per_step = (WRITE_BACK_STEP / page).max(1);
+    let window = Window(&e.pager.alloc);
+    let mut rest = blocks;
+    while let Some(&first) = rest.first() {
+        let step_end = (first / per_step + 1) * per_step;
+        let n = rest.partition_point(|&b| b < step_end);
+        let last = rest[n - 1];
+        window.0.set_writing_back(Some((first, last + 1)));
+        e.pager
+            .file
+            .write_back(first * page, (last + 1 - first) * page)?;
+        rest = &rest[n..];
     }
     Ok(())
 }

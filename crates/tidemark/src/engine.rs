@@ -674,10 +674,25 @@ impl Engine {
             drop(w);
             let now = std::time::Instant::now();
             if requested || due.is_some_and(|t| now >= t) {
+                let whole = self
+                    .ckpt
+                    .whole_flushes
+                    .load(std::sync::atomic::Ordering::Relaxed);
                 let _ = crate::checkpoint::checkpoint(self);
                 due = after(every);
-                // The checkpoint wrote the file back too.
-                write_back_due = after(write_back);
+                // A checkpoint pushes out only its own blocks, unless it
+                // had to sync the whole file: only then is the next
+                // write-back's clock reset. Otherwise what writers wrote
+                // after its cut would wait for the kernel's own
+                // write-back, which queues all of it at once.
+                if self
+                    .ckpt
+                    .whole_flushes
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    != whole
+                {
+                    write_back_due = after(write_back);
+                }
             } else if write_back_due.is_some_and(|t| now >= t) {
                 let _ = crate::checkpoint::write_back(self);
                 write_back_due = after(write_back);

@@ -309,6 +309,82 @@ impl StoredLens {
     }
 }
 
+/// The blocks of the data file written since the last checkpoint's flush
+/// began, one bit each, so that a checkpoint pushes to the device what its
+/// image may need and not what writers wrote after its cut (see
+/// `checkpoint::flush`). A block is marked once its write is complete and
+/// before its page is mapped there or handed to a checkpoint, so every
+/// block an image references was marked before that image's flush takes
+/// the set. Bits are taken word by word: a block marked while the set is
+/// taken goes to this flush or the next one, and either makes it durable.
+/// Eight bytes per 64 blocks, allocated 1 GiB of data file at a time (at
+/// 16 KiB pages) as blocks are written; a block past what the set can
+/// hold sends the next flush back to syncing the whole file.
+pub(crate) struct Unflushed {
+    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    /// A block past the set's reach was written since the last take.
+    overflowed: AtomicBool,
+}
+
+/// What [`Unflushed::take`] found.
+pub(crate) enum Written {
+    /// These blocks, ascending.
+    Blocks(Vec<u64>),
+    /// Some block could not be recorded: the whole file must be flushed.
+    Unknown,
+}
+
+impl Unflushed {
+    const WORDS: usize = (LENS_CHUNK_BLOCKS / 64) as usize;
+
+    fn new() -> Unflushed {
+        Unflushed {
+            chunks: (0..LENS_CHUNKS).map(|_| OnceLock::new()).collect(),
+            overflowed: AtomicBool::new(false),
+        }
+    }
+
+    /// Records that `block`'s write completed.
+    pub(crate) fn mark(&self, block: u64) {
+        let word = usize::try_from(block / LENS_CHUNK_BLOCKS)
+            .ok()
+            .and_then(|c| self.chunks.get(c))
+            .map(|c| c.get_or_init(|| (0..Self::WORDS).map(|_| AtomicU64::new(0)).collect()))
+            .and_then(|words| words.get(((block % LENS_CHUNK_BLOCKS) / 64) as usize));
+        match word {
+            Some(w) => {
+                w.fetch_or(1 << (block % 64), Ordering::AcqRel);
+            }
+            None => self.overflowed.store(true, Ordering::Release),
+        }
+    }
+
+    /// Takes the blocks marked so far, leaving the set empty.
+    pub(crate) fn take(&self) -> Written {
+        let overflowed = self.overflowed.swap(false, Ordering::AcqRel);
+        let mut blocks = Vec::new();
+        for (c, chunk) in self.chunks.iter().enumerate() {
+            let Some(words) = chunk.get() else { continue };
+            for (i, w) in words.iter().enumerate() {
+                if w.load(Ordering::Relaxed) == 0 {
+                    continue;
+                }
+                let mut bits = w.swap(0, Ordering::AcqRel);
+                let base = c as u64 * LENS_CHUNK_BLOCKS + i as u64 * 64;
+                while bits != 0 {
+                    blocks.push(base + u64::from(bits.trailing_zeros()));
+                    bits &= bits - 1;
+                }
+            }
+        }
+        if overflowed {
+            Written::Unknown
+        } else {
+            Written::Blocks(blocks)
+        }
+    }
+}
+
 /// Bytes of its block the page in `buf` (as read or sealed) takes: the
 /// image of a packed page, else the whole block.
 fn stored_len(buf: &[u8]) -> usize {
@@ -381,6 +457,8 @@ pub(crate) struct Pager {
     grow: Mutex<()>,
     /// What each block holds, so reads take packed pages without the gap.
     stored: StoredLens,
+    /// Blocks written since the last checkpoint's flush began.
+    pub(crate) unflushed: Unflushed,
     /// Blocks below this are in the file and were either there at open or
     /// have been populated by [`Pager::prepare_ahead`].
     populated: AtomicU64,
@@ -465,6 +543,7 @@ impl Pager {
             promised: AtomicU64::new(0),
             grow: Mutex::new(()),
             stored: StoredLens::new(),
+            unflushed: Unflushed::new(),
             populated: AtomicU64::new(file_blocks),
             pace: Mutex::new(PopulatePace::new(file_blocks, Instant::now())),
             flushing: AtomicBool::new(false),
@@ -1118,11 +1197,13 @@ impl Pager {
             r.map(|()| (self.page_size, self.page_size))
         };
         let (written, stored) = written?;
+        self.unflushed.mark(b);
         self.stored.set(b, stored);
         self.counters.pages_written.fetch_add(1, Ordering::Relaxed);
+        // After the mark (see `checkpoint::flush_here`).
         self.counters
             .bytes_written
-            .fetch_add(written as u64, Ordering::Relaxed);
+            .fetch_add(written as u64, Ordering::Release);
         Ok(())
     }
 
@@ -1186,6 +1267,73 @@ mod tests {
 
     const PAGE_SIZE: usize = page::DEFAULT_PAGE_SIZE;
     use std::sync::Arc;
+
+    fn blocks(w: Written) -> Vec<u64> {
+        match w {
+            Written::Blocks(b) => b,
+            Written::Unknown => panic!("every block was within reach"),
+        }
+    }
+
+    /// The set gives back each block marked since the last take, once,
+    /// ascending, across chunk and word edges; a block past its reach
+    /// turns the next take into "the whole file", once.
+    #[test]
+    fn unflushed_blocks_are_taken_once_each() {
+        let u = Unflushed::new();
+        let marked = [
+            LENS_CHUNK_BLOCKS + 1,
+            2,
+            63,
+            64,
+            2,
+            LENS_CHUNK_BLOCKS - 1,
+            3 * LENS_CHUNK_BLOCKS + 5,
+        ];
+        for &b in &marked {
+            u.mark(b);
+        }
+        let mut want: Vec<u64> = marked.to_vec();
+        want.sort_unstable();
+        want.dedup();
+        assert_eq!(blocks(u.take()), want);
+        assert_eq!(blocks(u.take()), Vec::<u64>::new(), "taken already");
+        u.mark(7);
+        assert_eq!(blocks(u.take()), vec![7]);
+
+        u.mark(LENS_CHUNK_BLOCKS * LENS_CHUNKS as u64);
+        u.mark(9);
+        assert!(matches!(u.take(), Written::Unknown));
+        assert_eq!(blocks(u.take()), Vec::<u64>::new(), "the overflow is once");
+    }
+
+    /// Marks made while other threads take the set are each taken by
+    /// exactly one take.
+    #[test]
+    fn unflushed_marks_racing_takes_are_taken_exactly_once() {
+        let u = Arc::new(Unflushed::new());
+        let per = 20_000u64;
+        let markers: Vec<_> = (0..2u64)
+            .map(|t| {
+                let u = u.clone();
+                std::thread::spawn(move || {
+                    for i in 0..per {
+                        u.mark(t * per + i);
+                    }
+                })
+            })
+            .collect();
+        let mut seen = Vec::new();
+        while markers.iter().any(|m| !m.is_finished()) {
+            seen.extend(blocks(u.take()));
+        }
+        for m in markers {
+            m.join().expect("marker thread");
+        }
+        seen.extend(blocks(u.take()));
+        seen.sort_unstable();
+        assert_eq!(seen, (0..2 * per).collect::<Vec<_>>());
+    }
 
     /// A data file that keeps no bytes: it records its length and the
     /// ranges it was asked to populate.

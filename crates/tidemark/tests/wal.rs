@@ -556,6 +556,40 @@ fn the_data_file_is_written_back_between_checkpoints_only_when_written() {
     assert!(eventually(|| db.stats().data_write_backs > n));
 }
 
+/// A checkpoint pushes out only the blocks written before its flush
+/// began, so it does not restart the write-back's clock: with checkpoints
+/// more frequent than write-backs, what writers wrote after each cut is
+/// still written back on the engine's schedule, not left to the kernel.
+#[test]
+fn checkpoints_that_flush_only_their_own_blocks_leave_write_backs_on_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = SimFs::new();
+    let db = common::small_builder()
+        .checkpoint_log_size(None)
+        .checkpoint_interval(Some(std::time::Duration::from_millis(20)))
+        .write_back_interval(Some(std::time::Duration::from_millis(150)))
+        .file_system(Arc::new(fs.clone()))
+        .open(dir.path())
+        .unwrap();
+    let t = db.table("t").unwrap();
+    let value = vec![5u8; 2000];
+    let mut i = 0;
+    let written_back = eventually(|| {
+        for _ in 0..50 {
+            t.put(k(i % 1200), &value).unwrap();
+            i += 1;
+        }
+        db.stats().data_write_backs > 0
+    });
+    let s = db.stats();
+    assert!(s.checkpoints >= 3, "{} checkpoints", s.checkpoints);
+    assert!(
+        written_back,
+        "no write-back in 10 s beside {} checkpoints",
+        s.checkpoints
+    );
+}
+
 #[test]
 fn a_failed_write_back_stops_writes_and_reads_keep_working() {
     let dir = tempfile::tempdir().unwrap();

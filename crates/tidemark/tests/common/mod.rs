@@ -20,6 +20,9 @@ pub struct SimFile {
     /// Writes and resizes since the last successful sync, in order: what
     /// a crash may keep all of, some of, torn or reordered.
     pending: Mutex<Vec<Pending>>,
+    /// Indices in `pending` of the writes a write-back pushed to the
+    /// device whole: a ranged sync makes those durable, and only those.
+    written_back: Mutex<std::collections::BTreeSet<usize>>,
     /// A sync of this file failed: from then on its durable bytes stay
     /// as they were (a conservative model of pages the kernel dropped).
     lost: Mutex<bool>,
@@ -206,6 +209,59 @@ impl Control {
     }
 }
 
+impl SimFile {
+    /// A write, recorded as pending; returns its index in `pending`.
+    fn write_recorded(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.occupy(offset + buf.len() as u64)?;
+        let fate = self.fs.write_fate()?;
+        let buf = match fate {
+            WriteFate::Full => buf,
+            WriteFate::Half => &buf[..buf.len() / 2],
+        };
+        let mut pending = self.pending.lock();
+        let mut d = self.live.lock();
+        let o = offset as usize;
+        if d.len() < o + buf.len() {
+            d.resize(o + buf.len(), 0);
+        }
+        d[o..o + buf.len()].copy_from_slice(buf);
+        pending.push(Pending::Write(offset, buf.to_vec()));
+        match fate {
+            WriteFate::Full => Ok(pending.len() - 1),
+            WriteFate::Half => Err(io::Error::other("simulated short write")),
+        }
+    }
+
+    /// A sync of a range (`this`: the pending write to make durable, if
+    /// any): that write, the writes pushed out by `write_back`, and every
+    /// resize become durable, in their order; the rest stays pending.
+    fn sync_ranged(&self, this: Option<usize>) -> io::Result<()> {
+        if let Err(e) = self.fs.sync_fate() {
+            *self.lost.lock() = true;
+            return Err(e);
+        }
+        if *self.lost.lock() {
+            return Ok(());
+        }
+        let mut pending = self.pending.lock();
+        let mut on_device = self.written_back.lock();
+        let mut durable = self.durable.lock();
+        let mut kept = Vec::new();
+        for (i, op) in pending.drain(..).enumerate() {
+            let lands =
+                Some(i) == this || on_device.contains(&i) || matches!(op, Pending::SetLen(_));
+            if lands {
+                op.apply(&mut durable);
+            } else {
+                kept.push(op);
+            }
+        }
+        *pending = kept;
+        on_device.clear();
+        Ok(())
+    }
+}
+
 impl FileIo for SimFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let n = self.fs.reads.fetch_add(1, Ordering::SeqCst);
@@ -224,25 +280,36 @@ impl FileIo for SimFile {
         Ok(())
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.occupy(offset + buf.len() as u64)?;
-        let fate = self.fs.write_fate()?;
-        let buf = match fate {
-            WriteFate::Full => buf,
-            WriteFate::Half => &buf[..buf.len() / 2],
-        };
-        let mut d = self.live.lock();
-        let o = offset as usize;
-        if d.len() < o + buf.len() {
-            d.resize(o + buf.len(), 0);
+        self.write_recorded(buf, offset).map(|_| ())
+    }
+    /// As Linux's `sync_file_range`: the writes wholly inside the range
+    /// reach the device, durable at the next sync of any kind (a write
+    /// that straddles the range's edge is left pending, conservatively).
+    fn write_back(&self, offset: u64, len: u64) -> io::Result<()> {
+        if self.fs.crashed.load(Ordering::SeqCst) {
+            return Err(io::Error::other("simulated crash: the disk is gone"));
         }
-        d[o..o + buf.len()].copy_from_slice(buf);
-        self.pending
-            .lock()
-            .push(Pending::Write(offset, buf.to_vec()));
-        match fate {
-            WriteFate::Full => Ok(()),
-            WriteFate::Half => Err(io::Error::other("simulated short write")),
+        let end = offset + len;
+        let pending = self.pending.lock();
+        let mut on_device = self.written_back.lock();
+        for (i, p) in pending.iter().enumerate() {
+            if let Pending::Write(o, bytes) = p {
+                if *o >= offset && o + bytes.len() as u64 <= end {
+                    on_device.insert(i);
+                }
+            }
         }
+        Ok(())
+    }
+    /// As `pwritev2` with `RWF_DSYNC` on ext4: this write, every write a
+    /// write-back pushed out, and the file's length become durable;
+    /// other pending writes stay pending.
+    fn write_durable_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let at = self.write_recorded(buf, offset)?;
+        self.sync_ranged(Some(at))
+    }
+    fn sync_written_back(&self, _quiet: (u64, u64)) -> io::Result<()> {
+        self.sync_ranged(None)
     }
     fn sync_data(&self) -> io::Result<()> {
         if let Err(e) = self.fs.sync_fate() {
@@ -254,12 +321,14 @@ impl FileIo for SimFile {
         if !*self.lost.lock() {
             *self.durable.lock() = self.live.lock().clone();
             self.pending.lock().clear();
+            self.written_back.lock().clear();
         }
         Ok(())
     }
     fn len(&self) -> io::Result<u64> {
         Ok(self.live.lock().len() as u64)
     }
+
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.occupy(len)?;
         self.fs.allow()?;
@@ -323,6 +392,7 @@ impl SimFs {
                 live: Mutex::new(bytes.clone()),
                 durable: Mutex::new(bytes),
                 pending: Mutex::new(Vec::new()),
+                written_back: Mutex::new(Default::default()),
                 lost: Mutex::new(false),
                 space: Mutex::new(0),
                 fs: out.control.clone(),
@@ -398,6 +468,7 @@ impl SimFs {
                 live: Mutex::new(bytes.clone()),
                 durable: Mutex::new(bytes),
                 pending: Mutex::new(Vec::new()),
+                written_back: Mutex::new(Default::default()),
                 lost: Mutex::new(false),
                 space: Mutex::new(0),
                 fs: out.control.clone(),
