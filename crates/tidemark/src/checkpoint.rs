@@ -374,6 +374,16 @@ pub(crate) fn write_back(e: &Engine) -> Result<()> {
 /// Bytes the checkpoint hands to the device per step before its fsync.
 const WRITE_BACK_STEP: u64 = 4 << 20;
 
+/// The write-back step in flight, told to the allocator; cleared however
+/// the steps end.
+struct Window<'a>(&'a crate::alloc::BlockAlloc);
+
+impl Drop for Window<'_> {
+    fn drop(&mut self) {
+        self.0.set_writing_back(None);
+    }
+}
+
 /// Pushes the file's cached writes to the device a few megabytes at a time
 /// before the fsync. Between two checkpoints the evictor may have written
 /// gigabytes that the operating system still caches; one fsync of all of it
@@ -387,13 +397,6 @@ const WRITE_BACK_STEP: u64 = 4 << 20;
 /// eviction's `pwrite` into one would wait for the device while holding the
 /// file's write lock, and every writer of the file behind it.
 fn write_back_paced(e: &Engine) -> Result<()> {
-    /// Clears the window however the steps end.
-    struct Window<'a>(&'a crate::alloc::BlockAlloc);
-    impl Drop for Window<'_> {
-        fn drop(&mut self) {
-            self.0.set_writing_back(None);
-        }
-    }
     let len = e.pager.file.len()?;
     let page = e.pager.page_size as u64;
     let window = Window(&e.pager.alloc);
@@ -425,19 +428,13 @@ fn write_back_paced(e: &Engine) -> Result<()> {
 /// own blocks"). Nothing becomes durable here
 /// ([`crate::io::FileIo::sync_written_back`]).
 fn write_back_blocks(e: &Engine, blocks: &[u64]) -> Result<()> {
-    /// Clears the window however the steps end.
-    struct Window<'a>(&'a crate::alloc::BlockAlloc);
-    impl Drop for Window<'_> {
-        fn drop(&mut self) {
-            self.0.set_writing_back(None);
-        }
-    }
     let page = e.pager.page_size as u64;
     let per_step = (WRITE_BACK_STEP / page).max(1);
     let window = Window(&e.pager.alloc);
     let mut rest = blocks;
     while let Some(&first) = rest.first() {
         let step_end = (first / per_step + 1) * per_step;
+        // At least 1: `first` itself is below `step_end`.
         let n = rest.partition_point(|&b| b < step_end);
         let last = rest[n - 1];
         window.0.set_writing_back(Some((first, last + 1)));
