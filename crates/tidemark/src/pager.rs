@@ -251,8 +251,8 @@ pub(crate) struct EpochState {
 /// Blocks per chunk of [`StoredLens`] (1 GiB of data file, 128 KiB of
 /// lengths).
 const LENS_CHUNK_BLOCKS: u64 = 1 << 16;
-/// Chunks [`StoredLens`] can hold: files up to 4 TiB; blocks past that are
-/// read whole.
+/// Chunks a [`BlockChunks`] can hold: files up to 4 TiB (at 16 KiB
+/// pages); blocks past that are read whole and flushed with the whole file.
 const LENS_CHUNKS: usize = 1 << 12;
 const _: () = assert!(page::MAX_PAGE_SIZE <= u16::MAX as usize);
 
@@ -270,42 +270,70 @@ const _: () = assert!(page::MAX_PAGE_SIZE <= u16::MAX as usize);
 /// allocated a gigabyte of file at a time as blocks are used: outside
 /// `cache_size`, 1/8,192 of the file.
 struct StoredLens {
-    chunks: Box<[OnceLock<Box<[AtomicU16]>>]>,
+    lens: BlockChunks<AtomicU16, LENS_CHUNK_BLOCKS>,
 }
 
 impl StoredLens {
     fn new() -> StoredLens {
         StoredLens {
-            chunks: (0..LENS_CHUNKS).map(|_| OnceLock::new()).collect(),
+            lens: BlockChunks::new(),
         }
-    }
-
-    fn slot(&self, block: u64, create: bool) -> Option<&AtomicU16> {
-        let chunk = self
-            .chunks
-            .get(usize::try_from(block / LENS_CHUNK_BLOCKS).ok()?)?;
-        let lens = if create {
-            chunk.get_or_init(|| (0..LENS_CHUNK_BLOCKS).map(|_| AtomicU16::new(0)).collect())
-        } else {
-            chunk.get()?
-        };
-        // In range: the index is the remainder of a division by the
-        // chunk's length.
-        lens.get((block % LENS_CHUNK_BLOCKS) as usize)
     }
 
     /// Bytes of `block` known to hold its page (0 if not known).
     fn get(&self, block: u64) -> usize {
-        self.slot(block, false)
+        self.lens
+            .slot(block, false)
             .map_or(0, |l| usize::from(l.load(Ordering::Relaxed)))
     }
 
     /// Records that the page in `block` takes its first `len` bytes.
     fn set(&self, block: u64, len: usize) {
-        if let Some(l) = self.slot(block, true) {
+        if let Some(l) = self.lens.slot(block, true) {
             // At most MAX_PAGE_SIZE, which fits (asserted above).
             l.store(len.min(page::MAX_PAGE_SIZE) as u16, Ordering::Relaxed);
         }
+    }
+}
+
+/// An array of `T` indexed from 0, allocated `PER` slots at a time
+/// as slots are first set, [`LENS_CHUNKS`] chunks at most; an index past
+/// them has no slot. [`StoredLens`] keeps a slot per block and
+/// [`Unflushed`] one per 64 blocks, both a chunk per 1 GiB of data file
+/// at 16 KiB pages.
+struct BlockChunks<T, const PER: u64> {
+    chunks: Box<[OnceLock<Box<[T]>>]>,
+}
+
+impl<T: Default, const PER: u64> BlockChunks<T, PER> {
+    fn new() -> Self {
+        BlockChunks {
+            chunks: (0..LENS_CHUNKS).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Slot `i`, its chunk allocated first if `create`; `None` past the
+    /// last chunk, or if the chunk was never allocated and not `create`.
+    fn slot(&self, i: u64, create: bool) -> Option<&T> {
+        let chunk = self.chunks.get(usize::try_from(i / PER).ok()?)?;
+        let slots = if create {
+            chunk.get_or_init(|| (0..PER).map(|_| T::default()).collect())
+        } else {
+            chunk.get()?
+        };
+        // In range: the index is the remainder of a division by the
+        // chunk's length.
+        slots.get((i % PER) as usize)
+    }
+
+    /// Every allocated slot with its index, in order.
+    fn allocated(&self) -> impl Iterator<Item = (u64, &T)> {
+        self.chunks.iter().enumerate().flat_map(move |(c, chunk)| {
+            chunk
+                .get()
+                .into_iter()
+                .flat_map(move |slots| (c as u64 * PER..).zip(slots.iter()))
+        })
     }
 }
 
@@ -321,7 +349,8 @@ impl StoredLens {
 /// 16 KiB pages) as blocks are written; a block past what the set can
 /// hold sends the next flush back to syncing the whole file.
 pub(crate) struct Unflushed {
-    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    /// Word `w` holds blocks `64 w .. 64 w + 64`.
+    words: BlockChunks<AtomicU64, { LENS_CHUNK_BLOCKS / 64 }>,
     /// A block past the set's reach was written since the last take.
     overflowed: AtomicBool,
 }
@@ -335,23 +364,16 @@ pub(crate) enum Written {
 }
 
 impl Unflushed {
-    const WORDS: usize = (LENS_CHUNK_BLOCKS / 64) as usize;
-
     fn new() -> Unflushed {
         Unflushed {
-            chunks: (0..LENS_CHUNKS).map(|_| OnceLock::new()).collect(),
+            words: BlockChunks::new(),
             overflowed: AtomicBool::new(false),
         }
     }
 
     /// Records that `block`'s write completed.
     pub(crate) fn mark(&self, block: u64) {
-        let word = usize::try_from(block / LENS_CHUNK_BLOCKS)
-            .ok()
-            .and_then(|c| self.chunks.get(c))
-            .map(|c| c.get_or_init(|| (0..Self::WORDS).map(|_| AtomicU64::new(0)).collect()))
-            .and_then(|words| words.get(((block % LENS_CHUNK_BLOCKS) / 64) as usize));
-        match word {
+        match self.words.slot(block / 64, true) {
             Some(w) => {
                 w.fetch_or(1 << (block % 64), Ordering::AcqRel);
             }
@@ -363,18 +385,14 @@ impl Unflushed {
     pub(crate) fn take(&self) -> Written {
         let overflowed = self.overflowed.swap(false, Ordering::AcqRel);
         let mut blocks = Vec::new();
-        for (c, chunk) in self.chunks.iter().enumerate() {
-            let Some(words) = chunk.get() else { continue };
-            for (i, w) in words.iter().enumerate() {
-                if w.load(Ordering::Relaxed) == 0 {
-                    continue;
-                }
-                let mut bits = w.swap(0, Ordering::AcqRel);
-                let base = c as u64 * LENS_CHUNK_BLOCKS + i as u64 * 64;
-                while bits != 0 {
-                    blocks.push(base + u64::from(bits.trailing_zeros()));
-                    bits &= bits - 1;
-                }
+        for (i, w) in self.words.allocated() {
+            if w.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let mut bits = w.swap(0, Ordering::AcqRel);
+            while bits != 0 {
+                blocks.push(i * 64 + u64::from(bits.trailing_zeros()));
+                bits &= bits - 1;
             }
         }
         if overflowed {
