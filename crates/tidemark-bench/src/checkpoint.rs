@@ -31,6 +31,9 @@ pub struct Args {
 }
 
 const VALUE_LEN: usize = 4000;
+/// The name of the thread that runs each round's checkpoint beside the
+/// writer (the writer is the process's main thread).
+const CHECKPOINT_THREAD: &str = "bench-ckpt";
 
 fn fill(t: &tidemark::Table, bytes: usize) -> tidemark::Result<u64> {
     let n = (bytes / (VALUE_LEN + 16)) as u64;
@@ -253,14 +256,18 @@ fn writer_latency(a: &Args) -> BoxResult<serde_json::Value> {
         let pages_before = report::pages_allocated();
         let before = reading(&db);
         let running = Arc::new(AtomicBool::new(true));
+        // Named, so that a profile of the run can find each round's
+        // checkpoint window by its thread (`scripts/checkpoint-windows.py`).
         let ck = {
             let (db, running) = (db.clone(), running.clone());
-            std::thread::spawn(move || {
-                let t0 = Instant::now();
-                let r = db.checkpoint();
-                running.store(false, Ordering::Release);
-                r.map(|_| t0.elapsed())
-            })
+            std::thread::Builder::new()
+                .name(CHECKPOINT_THREAD.into())
+                .spawn(move || {
+                    let t0 = Instant::now();
+                    let r = db.checkpoint();
+                    running.store(false, Ordering::Release);
+                    r.map(|_| t0.elapsed())
+                })?
         };
         let mut lat = puts_while(&t, &mut rng, n, &small, || running.load(Ordering::Acquire))?;
         let pages_after = report::pages_allocated();
