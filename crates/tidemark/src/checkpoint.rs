@@ -372,6 +372,9 @@ pub(crate) fn write_back(e: &Engine) -> Result<()> {
 }
 
 /// Bytes the checkpoint hands to the device per step before its fsync.
+/// Steps of 32 MiB halved a flush's length under `cache-pressure` but
+/// deepened the slowest seconds, which fall in flushes (BENCHMARKS.md,
+/// "A new instance at half speed; write-back steps of 32 MiB, tried").
 const WRITE_BACK_STEP: u64 = 4 << 20;
 
 /// The write-back step in flight, told to the allocator; cleared however
