@@ -88,7 +88,7 @@ def windows(samples, checkpoint_ms):
     return [(t, t + ms / 1000.0) for t, ms in zip(starts, checkpoint_ms)]
 
 
-def profile(samples, main, lo, hi, top):
+def profile(samples, main_pid, lo, hi, top):
     """Threads' samples a second, and the writer's chains, in [lo, hi]."""
     threads = collections.Counter()
     chains = collections.Counter()
@@ -96,11 +96,11 @@ def profile(samples, main, lo, hi, top):
     for comm, pid, tid, time, frames in samples:
         if not lo <= time <= hi:
             continue
-        if tid == main:
+        if tid == main_pid:
             who = "writer"
             writer.append(frames)
             chains[" < ".join(f[:40] for f in frames[:4])] += 1
-        elif pid == main:
+        elif pid == main_pid:
             who = comm
         else:
             who = "other:" + comm
