@@ -636,14 +636,14 @@ impl FileIo for OsFile {
         let free = u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize));
         Ok(Some(free))
     }
-    /// With `WILLNEED`, which Linux 6.18 serves with 4 KiB folios, where
-    /// a block written whole into uncached room gets one folio of its own
-    /// size. With the room populated by writes of zeros instead, so in
-    /// block-sized folios, `cache-pressure` inserted 4.7-9.7 % more a
-    /// second in four interleaved pairs of six (fewer in the other two),
-    /// but the device wrote up to 1.9 times the bytes; reads make such
-    /// folios only by chance (BENCHMARKS.md, "16 KiB page-cache folios by
-    /// zero fill, tried").
+    /// Populates with `posix_fadvise(WILLNEED)`, which Linux 6.18 serves
+    /// with 4 KiB folios, though a block written whole into uncached room
+    /// gets one folio of its own size. With the room populated by writes
+    /// of zeros instead, so in block-sized folios, `cache-pressure`
+    /// inserted 4.7-9.7 % more a second in four interleaved pairs of six
+    /// (fewer in the other two), but the device wrote up to 1.9 times the
+    /// bytes; reads make such folios only by chance (BENCHMARKS.md, "16
+    /// KiB page-cache folios by zero fill, tried").
     #[cfg(target_os = "linux")]
     fn populate(&self, offset: u64, len: u64, step: u64) -> io::Result<()> {
         use std::os::fd::AsRawFd;
