@@ -25,6 +25,8 @@ pub struct Args {
     pub write_back_secs: Option<u64>,
     pub stats_log: Option<std::path::PathBuf>,
     pub page_size: usize,
+    /// Background eviction workers ([`tidemark::Builder::eviction_threads`]).
+    pub eviction_threads: usize,
     /// Sample where the host has put the CPUs while the load runs
     /// ([`crate::placement`]).
     pub placement_probe: bool,
@@ -77,6 +79,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let db = tidemark::Builder::new()
         .cache_size(cache)
         .page_size(a.page_size)
+        .eviction_threads(a.eviction_threads)
         .checkpoint_interval(Some(std::time::Duration::from_secs(a.checkpoint_secs)))
         .write_back_interval(write_back_interval)
         // The default statistics log (a line every 10 s), or one a second
@@ -418,6 +421,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             print_freezes(f);
         }
         println!("{:<36} {:>14}", "page size bytes", s.page_size);
+        println!("{:<36} {:>14}", "eviction workers", a.eviction_threads);
         println!("{:<36} {:>14}", "inserts", per_thread * a.threads);
         println!("{:<36} {:>14.1}", "elapsed s", elapsed.as_secs_f64());
         println!("{:<36} {:>14.0}", "throughput ops/s", ops_per_s);
@@ -528,6 +532,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "write_backs_by_second": engine.iter().map(|g| g.write_backs).collect::<Vec<_>>(),
         "pages_read_by_second": engine.iter().map(|g| g.pages_read).collect::<Vec<_>>(), "pages_read_per_insert": s.pages_read as f64 / (per_thread * a.threads).max(1) as f64,
     });
+    figures["eviction_threads"] = json!(a.eviction_threads);
     if let Some((_, split)) = placement {
         figures["placement"] = split;
     }

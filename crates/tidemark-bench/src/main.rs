@@ -88,6 +88,11 @@ enum Cmd {
         /// Page size of the database, in bytes (4096, 8192, 16384 or 32768).
         #[arg(long, default_value_t = tidemark::DEFAULT_PAGE_SIZE)]
         page_size: usize,
+        /// Background eviction workers (the engine's `eviction_threads`,
+        /// whose default is 1; 0 leaves all eviction to the inserting
+        /// threads).
+        #[arg(long, default_value_t = 1)]
+        eviction_threads: usize,
         /// Time a cache line's round trip between CPUs 0 and 1 four times a
         /// second while the load runs, and split the per-second rates by
         /// where the host had put the CPUs (near or far apart). Off by
@@ -404,12 +409,14 @@ fn main() -> ExitCode {
             write_back_secs,
             stats_log,
             page_size,
+            eviction_threads,
             placement_probe,
             no_settle,
             freeze_probe,
             io_twin,
             no_speed_probe,
         } => cache_pressure::run(&cache_pressure::Args {
+            eviction_threads,
             speed_probe: !no_speed_probe,
             settle: !no_settle,
             freeze_probe,
