@@ -23,6 +23,9 @@ pub struct Args {
     /// Seconds between the data file's write-backs (`None`: the engine's
     /// default; 0: none).
     pub write_back_secs: Option<u64>,
+    /// Log size in MB at which a checkpoint starts (`None`: the engine's
+    /// default; 0: none).
+    pub checkpoint_log_mb: Option<u64>,
     pub stats_log: Option<std::path::PathBuf>,
     pub page_size: usize,
     /// Background eviction workers ([`tidemark::Builder::eviction_threads`]).
@@ -82,6 +85,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         .eviction_threads(a.eviction_threads)
         .checkpoint_interval(Some(std::time::Duration::from_secs(a.checkpoint_secs)))
         .write_back_interval(write_back_interval)
+        .checkpoint_log_size(match a.checkpoint_log_mb {
+            None => Some(tidemark::DEFAULT_CHECKPOINT_LOG_SIZE),
+            Some(0) => None,
+            Some(mb) => Some(mb << 20),
+        })
         // The default statistics log (a line every 10 s), or one a second
         // where asked.
         .statistics_log(Some(match &a.stats_log {

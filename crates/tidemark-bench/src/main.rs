@@ -81,6 +81,10 @@ enum Cmd {
         /// checkpoints (0: none; the engine's default is 20).
         #[arg(long)]
         write_back_secs: Option<u64>,
+        /// Log size, in MB, at which a checkpoint starts (0: none; the
+        /// engine's default is 1024).
+        #[arg(long)]
+        checkpoint_log_mb: Option<u64>,
         /// Keep the statistics log in this directory (a line a second), for
         /// `tidemark report`.
         #[arg(long)]
@@ -407,6 +411,7 @@ fn main() -> ExitCode {
             dataset_mb,
             checkpoint_secs,
             write_back_secs,
+            checkpoint_log_mb,
             stats_log,
             page_size,
             eviction_threads,
@@ -423,6 +428,7 @@ fn main() -> ExitCode {
             io_twin,
             checkpoint_secs,
             write_back_secs,
+            checkpoint_log_mb,
             stats_log,
             page_size,
             placement_probe,
