@@ -28,8 +28,10 @@ pub struct Args {
     pub checkpoint_log_mb: Option<u64>,
     pub stats_log: Option<std::path::PathBuf>,
     pub page_size: usize,
-    /// Background eviction workers ([`tidemark::Builder::eviction_threads`]).
-    pub eviction_threads: usize,
+    /// Background eviction workers
+    /// ([`tidemark::Builder::eviction_threads`]; `None`: the engine's
+    /// default).
+    pub eviction_threads: Option<usize>,
     /// Sample where the host has put the CPUs while the load runs
     /// ([`crate::placement`]).
     pub placement_probe: bool,
@@ -79,10 +81,13 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         Some(0) => None,
         Some(s) => Some(Duration::from_secs(s)),
     };
-    let db = tidemark::Builder::new()
+    let mut builder = tidemark::Builder::new();
+    if let Some(n) = a.eviction_threads {
+        builder = builder.eviction_threads(n);
+    }
+    let db = builder
         .cache_size(cache)
         .page_size(a.page_size)
-        .eviction_threads(a.eviction_threads)
         .checkpoint_interval(Some(std::time::Duration::from_secs(a.checkpoint_secs)))
         .write_back_interval(write_back_interval)
         .checkpoint_log_size(match a.checkpoint_log_mb {
@@ -429,7 +434,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             print_freezes(f);
         }
         println!("{:<36} {:>14}", "page size bytes", s.page_size);
-        println!("{:<36} {:>14}", "eviction workers", a.eviction_threads);
+        match a.eviction_threads {
+            Some(n) => println!("{:<36} {:>14}", "eviction workers", n),
+            None => println!("{:<36} {:>14}", "eviction workers", "default"),
+        }
         println!("{:<36} {:>14}", "inserts", per_thread * a.threads);
         println!("{:<36} {:>14.1}", "elapsed s", elapsed.as_secs_f64());
         println!("{:<36} {:>14.0}", "throughput ops/s", ops_per_s);
@@ -540,6 +548,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         "write_backs_by_second": engine.iter().map(|g| g.write_backs).collect::<Vec<_>>(),
         "pages_read_by_second": engine.iter().map(|g| g.pages_read).collect::<Vec<_>>(), "pages_read_per_insert": s.pages_read as f64 / (per_thread * a.threads).max(1) as f64,
     });
+    // `null`: the engine's default.
     figures["eviction_threads"] = json!(a.eviction_threads);
     if let Some((_, split)) = placement {
         figures["placement"] = split;

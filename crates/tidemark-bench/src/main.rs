@@ -92,11 +92,11 @@ enum Cmd {
         /// Page size of the database, in bytes (4096, 8192, 16384 or 32768).
         #[arg(long, default_value_t = tidemark::DEFAULT_PAGE_SIZE)]
         page_size: usize,
-        /// Background eviction workers (the engine's `eviction_threads`,
-        /// whose default is 1; 0 leaves all eviction to the inserting
-        /// threads).
-        #[arg(long, default_value_t = 1)]
-        eviction_threads: usize,
+        /// Background eviction workers (the engine's `eviction_threads`;
+        /// 0 leaves all eviction to the inserting threads; without it, the
+        /// engine's default).
+        #[arg(long)]
+        eviction_threads: Option<usize>,
         /// Time a cache line's round trip between CPUs 0 and 1 four times a
         /// second while the load runs, and split the per-second rates by
         /// where the host had put the CPUs (near or far apart). Off by
