@@ -32,6 +32,9 @@ pub struct Args {
     /// ([`tidemark::Builder::eviction_threads`]; `None`: the engine's
     /// default).
     pub eviction_threads: Option<usize>,
+    /// Durability of each insert's commit ([`tidemark::Builder::durability`];
+    /// `None`: the engine's default).
+    pub durability: Option<tidemark::Durability>,
     /// Sample where the host has put the CPUs while the load runs
     /// ([`crate::placement`]).
     pub placement_probe: bool,
@@ -49,6 +52,10 @@ pub struct Args {
     /// runs ([`crate::cpu_speed`]), and set each second's rate beside the
     /// speed the machine had in it.
     pub speed_probe: bool,
+    /// Time dependent loads over memory on each CPU while the load runs
+    /// ([`crate::memory_speed`]), and set each second's rate beside the
+    /// latency the memory system had in it.
+    pub memory_probe: bool,
 }
 
 /// An insert at least this slow is kept, with when it began, for the
@@ -84,6 +91,9 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let mut builder = tidemark::Builder::new();
     if let Some(n) = a.eviction_threads {
         builder = builder.eviction_threads(n);
+    }
+    if let Some(d) = a.durability {
+        builder = builder.durability(d);
     }
     let db = builder
         .cache_size(cache)
@@ -182,6 +192,12 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     let start = Instant::now();
     let probe = crate::placement::start_if(a.placement_probe, a.json, start);
     let speed_probe = crate::cpu_speed::start_if(a.speed_probe, a.json, start);
+    let memory_probe = crate::memory_speed::start_if(
+        a.memory_probe,
+        a.json,
+        start,
+        Some(dir.path().join(tidemark::DATA_FILE)),
+    );
     let freeze_probe = if a.freeze_probe {
         let p = crate::freezes::start(start);
         if !a.json {
@@ -257,6 +273,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         .map(|(r, r0)| r.saturating_sub(r0) as f64 / 1048576.0);
     let placement_samples = probe.map(crate::placement::Probe::finish);
     let speed_samples = speed_probe.map(crate::cpu_speed::Probe::finish);
+    let memory_samples = memory_probe.map(crate::memory_speed::Probe::finish);
     let freezes = freeze_probe.map(|p| {
         let realtime = p.realtime;
         freeze_figures(&p.finish(), &slow, worst_ns as f64 / 1e6, realtime)
@@ -311,6 +328,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     });
     let speed = speed_samples
         .map(|per_cpu| crate::cpu_speed::figures(&full, med, &per_cpu, TARGET_MIN_OVER_MEDIAN));
+    let memory = memory_samples
+        .map(|per_cpu| crate::memory_speed::figures(&full, med, &per_cpu, TARGET_MIN_OVER_MEDIAN));
     // The seconds the data file was flushed (a checkpoint's or a
     // write-back's steps and `fdatasync`) for half the second or more,
     // against the others.
@@ -320,6 +339,9 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         per_second("inserts", full.iter().map(|w| format!("{w:.0}")));
         if let Some((by_second, _)) = &speed {
             per_second("CPU speed % of the run's fastest", speed_line(by_second));
+        }
+        if let Some((by_second, _)) = &memory {
+            per_second("memory speed % of the run's fastest", speed_line(by_second));
         }
         per_second(
             "worst insert ms",
@@ -438,6 +460,14 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             Some(n) => println!("{:<36} {:>14}", "eviction workers", n),
             None => println!("{:<36} {:>14}", "eviction workers", "default"),
         }
+        match a.durability {
+            Some(d) => println!(
+                "{:<36} {:>14}",
+                "durability",
+                format!("{d:?}").to_lowercase()
+            ),
+            None => println!("{:<36} {:>14}", "durability", "default"),
+        }
         println!("{:<36} {:>14}", "inserts", per_thread * a.threads);
         println!("{:<36} {:>14.1}", "elapsed s", elapsed.as_secs_f64());
         println!("{:<36} {:>14.0}", "throughput ops/s", ops_per_s);
@@ -550,10 +580,17 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     });
     // `null`: the engine's default.
     figures["eviction_threads"] = json!(a.eviction_threads);
+    figures["durability"] = json!(a.durability.map(|d| format!("{d:?}").to_lowercase()));
     if let Some((_, split)) = placement {
         figures["placement"] = split;
     }
     figures["cpu_speed"] = speed.map_or(serde_json::Value::Null, |(_, split)| split);
+    if let Some((_, m)) = &memory {
+        if !a.json {
+            print_memory(m);
+        }
+        figures["memory_speed"] = m.clone();
+    }
     figures["flush_split"] = flush_split;
     figures["freeze_probe"] = freezes.unwrap_or(serde_json::Value::Null);
     figures["settle"] = settled.map_or(serde_json::Value::Null, |st| st.json());
@@ -580,12 +617,22 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         let twin_dir = tempfile::tempdir_in(&a.dir)?;
         // The probe's seconds start a few ms before the twin's, which
         // first preallocates its file's first step.
-        let twin_probe = crate::cpu_speed::start_if(a.speed_probe, a.json, Instant::now());
+        let twin_start = Instant::now();
+        let twin_probe = crate::cpu_speed::start_if(a.speed_probe, a.json, twin_start);
+        let twin_memory_probe = crate::memory_speed::start_if(
+            a.memory_probe,
+            a.json,
+            twin_start,
+            Some(twin_dir.path().join(crate::cache_twin::DATA_FILE)),
+        );
         let r = crate::cache_twin::run(twin_dir.path(), &plan)?;
         let (tmed, tmin) = r.median_and_min();
         let twin_windows: Vec<f64> = r.windows.iter().map(|&w| w as f64).collect();
         let twin_speed = twin_probe.map(|p| {
             crate::cpu_speed::figures(&twin_windows, tmed, &p.finish(), TARGET_MIN_OVER_MEDIAN)
+        });
+        let twin_memory = twin_memory_probe.map(|p| {
+            crate::memory_speed::figures(&twin_windows, tmed, &p.finish(), TARGET_MIN_OVER_MEDIAN)
         });
         let ratio = if tmed > 0.0 { tmin / tmed } else { 0.0 };
         if !a.json {
@@ -601,6 +648,9 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             per_second("twin operations", r.windows.iter().map(|w| format!("{w}")));
             if let Some((by_second, _)) = &twin_speed {
                 per_second("twin CPU speed %", speed_line(by_second));
+            }
+            if let Some((by_second, _)) = &twin_memory {
+                per_second("twin memory speed %", speed_line(by_second));
             }
             per_second(
                 "twin worst operation ms",
@@ -626,6 +676,10 @@ pub fn run(a: &Args) -> BoxResult<bool> {
                 println!("the twin's seconds by CPU speed:");
                 print_speed(split);
             }
+            if let Some((_, m)) = &twin_memory {
+                println!("the twin's seconds by memory speed:");
+                print_memory(m);
+            }
         }
         figures["io_twin"] = json!({
             "ops": plan.ops, "read_bytes_per_op": plan.read_bytes, "write_bytes_per_op": plan.write_bytes, "log_bytes_per_op": plan.log_bytes,
@@ -634,6 +688,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             "worst_ms_by_second": r.worst_ns_by_second.iter().map(|&ns| ns as f64 / 1e6).collect::<Vec<_>>(),
             "max_latency_ms": r.worst_ms(), "write_backs": r.write_backs, "settle": settled.json(),
             "cpu_speed": twin_speed.map_or(serde_json::Value::Null, |(_, split)| split),
+            "memory_speed": twin_memory.map_or(serde_json::Value::Null, |(_, m)| m),
         });
     }
     Ok(report::finish(
@@ -643,6 +698,99 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         figures,
         &targets,
     ))
+}
+
+/// Prints a [`crate::memory_speed::figures`]'s rows.
+fn print_memory(m: &serde_json::Value) {
+    let or_dash = |v: &serde_json::Value| v.as_f64().map_or("-".into(), |x| format!("{x:.3}"));
+    println!(
+        "{:<36} {:>14}",
+        "memory: median ns per dependent load",
+        m["median_ns_per_hop"]
+            .as_f64()
+            .map_or("-".into(), |x| format!("{x:.1}"))
+    );
+    println!(
+        "{:<36} {:>14}",
+        "memory speed: min / median",
+        or_dash(&m["speed_min_over_median"])
+    );
+    println!(
+        "{:<36} {:>14}",
+        "memory speed in the slowest second",
+        or_dash(&m["speed_in_slowest_second"])
+    );
+    println!(
+        "{:<36} {:>14}",
+        "rate / memory speed correlation",
+        or_dash(&m["rate_speed_correlation"])
+    );
+    let c = &m["copy"];
+    let r = &m["file_read"];
+    println!(
+        "{:<36} {:>14}",
+        "memory: median us per 16 KiB copy",
+        c["median_ns_per_copy"]
+            .as_f64()
+            .map_or("-".into(), |x| format!("{:.2}", x / 1e3))
+    );
+    println!(
+        "{:<36} {:>14}",
+        "copy speed: min / median",
+        or_dash(&c["speed_min_over_median"])
+    );
+    println!(
+        "{:<36} {:>14}",
+        "copy speed in the slowest second",
+        or_dash(&c["speed_in_slowest_second"])
+    );
+    println!(
+        "{:<36} {:>14}",
+        "rate / copy speed correlation",
+        or_dash(&c["rate_speed_correlation"])
+    );
+    if !r.is_null() {
+        println!(
+            "{:<36} {:>14}",
+            "probe's 16 KiB file read: median us",
+            r["median_ns_per_read"]
+                .as_f64()
+                .map_or("-".into(), |x| format!("{:.2}", x / 1e3))
+        );
+        println!(
+            "{:<36} {:>14}",
+            "file read speed: min / median",
+            or_dash(&r["speed_min_over_median"])
+        );
+        println!(
+            "{:<36} {:>14}",
+            "file read speed in the slowest second",
+            or_dash(&r["speed_in_slowest_second"])
+        );
+        println!(
+            "{:<36} {:>14}",
+            "rate / file read speed correlation",
+            or_dash(&r["rate_speed_correlation"])
+        );
+    }
+    if let Some(under) = m["under_target_seconds"].as_array() {
+        for (i, u) in under.iter().enumerate() {
+            println!(
+                "{:<36} {:>14}",
+                format!(
+                    "second {} at {} of the median",
+                    u["second"],
+                    or_dash(&u["rate_over_median"])
+                ),
+                format!(
+                    "walk {} copy {} read {}",
+                    or_dash(&u["memory_speed"]),
+                    or_dash(&c["under_target_seconds"][i]["memory_speed"]),
+                    or_dash(&r["under_target_seconds"][i]["memory_speed"])
+                )
+            );
+        }
+    }
 }
 
 /// Prints a [`crate::cpu_speed::figures`]'s rows.

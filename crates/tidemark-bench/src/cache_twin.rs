@@ -38,6 +38,9 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 
+/// Name of the twin's data file in its directory.
+pub const DATA_FILE: &str = "cache-twin.data";
+
 /// Bytes of a block: the engine's default page size.
 const BLOCK: u64 = 16 << 10;
 /// Bytes per write-back step (the engine's `WRITE_BACK_STEP`).
@@ -134,10 +137,10 @@ pub fn run(dir: &Path, plan: &Plan) -> io::Result<Run> {
             .create_new(true)
             .open(dir.join(name))
     };
-    let (file, log) = (open("cache-twin.data")?, open("cache-twin.log")?);
+    let (file, log) = (open(DATA_FILE)?, open("cache-twin.log")?);
     let r = run_on(&file, &log, plan);
     drop((file, log));
-    std::fs::remove_file(dir.join("cache-twin.data"))?;
+    std::fs::remove_file(dir.join(DATA_FILE))?;
     std::fs::remove_file(dir.join("cache-twin.log"))?;
     r
 }

@@ -16,6 +16,7 @@ mod freezes;
 mod import_export;
 mod io_twin;
 mod memcg;
+mod memory_speed;
 mod pathologies;
 mod pinned;
 mod placement;
@@ -97,6 +98,10 @@ enum Cmd {
         /// engine's default).
         #[arg(long)]
         eviction_threads: Option<usize>,
+        /// Durability of each insert's commit: none, write or fsync
+        /// (without it, the engine's default, write).
+        #[arg(long)]
+        durability: Option<tidemark::Durability>,
         /// Time a cache line's round trip between CPUs 0 and 1 four times a
         /// second while the load runs, and split the per-second rates by
         /// where the host had put the CPUs (near or far apart). Off by
@@ -130,6 +135,14 @@ enum Cmd {
         /// each second beside the load's rate.
         #[arg(long)]
         no_speed_probe: bool,
+        /// Time, on each CPU every 5 ms while the load runs (and its
+        /// twin, with --io-twin), a walk of 256 dependent loads over 64
+        /// MiB, a 16 KiB copy within it and a 16 KiB pread of the load's
+        /// data file, and print each one's speed in the load's slow
+        /// seconds. Off by default: it takes about 3 % of each CPU and 64
+        /// MiB per CPU.
+        #[arg(long)]
+        memory_probe: bool,
     },
     /// Idle checkpoint time vs cache size; writer latency during a checkpoint (pathology 3).
     Checkpoint {
@@ -415,13 +428,17 @@ fn main() -> ExitCode {
             stats_log,
             page_size,
             eviction_threads,
+            durability,
             placement_probe,
             no_settle,
             freeze_probe,
             io_twin,
             no_speed_probe,
+            memory_probe,
         } => cache_pressure::run(&cache_pressure::Args {
+            memory_probe,
             eviction_threads,
+            durability,
             speed_probe: !no_speed_probe,
             settle: !no_settle,
             freeze_probe,
