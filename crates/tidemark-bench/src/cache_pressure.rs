@@ -703,74 +703,55 @@ pub fn run(a: &Args) -> BoxResult<bool> {
 /// Prints a [`crate::memory_speed::figures`]'s rows.
 fn print_memory(m: &serde_json::Value) {
     let or_dash = |v: &serde_json::Value| v.as_f64().map_or("-".into(), |x| format!("{x:.3}"));
-    println!(
-        "{:<36} {:>14}",
-        "memory: median ns per dependent load",
-        m["median_ns_per_hop"]
-            .as_f64()
-            .map_or("-".into(), |x| format!("{x:.1}"))
-    );
-    println!(
-        "{:<36} {:>14}",
-        "memory speed: min / median",
-        or_dash(&m["speed_min_over_median"])
-    );
-    println!(
-        "{:<36} {:>14}",
-        "memory speed in the slowest second",
-        or_dash(&m["speed_in_slowest_second"])
-    );
-    println!(
-        "{:<36} {:>14}",
-        "rate / memory speed correlation",
-        or_dash(&m["rate_speed_correlation"])
-    );
-    let c = &m["copy"];
-    let r = &m["file_read"];
-    println!(
-        "{:<36} {:>14}",
-        "memory: median us per 16 KiB copy",
-        c["median_ns_per_copy"]
-            .as_f64()
-            .map_or("-".into(), |x| format!("{:.2}", x / 1e3))
-    );
-    println!(
-        "{:<36} {:>14}",
-        "copy speed: min / median",
-        or_dash(&c["speed_min_over_median"])
-    );
-    println!(
-        "{:<36} {:>14}",
-        "copy speed in the slowest second",
-        or_dash(&c["speed_in_slowest_second"])
-    );
-    println!(
-        "{:<36} {:>14}",
-        "rate / copy speed correlation",
-        or_dash(&c["rate_speed_correlation"])
-    );
-    if !r.is_null() {
-        println!(
-            "{:<36} {:>14}",
-            "probe's 16 KiB file read: median us",
+    let (c, r) = (&m["copy"], &m["file_read"]);
+    // Each unit: its figures, its name, and its median time as printed.
+    let units = [
+        (
+            m,
+            "memory",
+            "median ns per dependent load",
+            m["median_ns_per_hop"].as_f64().map(|x| format!("{x:.1}")),
+        ),
+        (
+            c,
+            "copy",
+            "median us per 16 KiB copy",
+            c["median_ns_per_copy"]
+                .as_f64()
+                .map(|x| format!("{:.2}", x / 1e3)),
+        ),
+        (
+            r,
+            "file read",
+            "probe's 16 KiB read, median us",
             r["median_ns_per_read"]
                 .as_f64()
-                .map_or("-".into(), |x| format!("{:.2}", x / 1e3))
-        );
+                .map(|x| format!("{:.2}", x / 1e3)),
+        ),
+    ];
+    for (fig, name, median_label, median) in units {
+        if fig.is_null() {
+            continue;
+        }
         println!(
             "{:<36} {:>14}",
-            "file read speed: min / median",
-            or_dash(&r["speed_min_over_median"])
+            format!("{name}: {median_label}"),
+            median.unwrap_or_else(|| "-".into())
         );
+        for (label, key) in [
+            ("speed: min / median", "speed_min_over_median"),
+            ("speed in the slowest second", "speed_in_slowest_second"),
+        ] {
+            println!(
+                "{:<36} {:>14}",
+                format!("{name} {label}"),
+                or_dash(&fig[key])
+            );
+        }
         println!(
             "{:<36} {:>14}",
-            "file read speed in the slowest second",
-            or_dash(&r["speed_in_slowest_second"])
-        );
-        println!(
-            "{:<36} {:>14}",
-            "rate / file read speed correlation",
-            or_dash(&r["rate_speed_correlation"])
+            format!("rate / {name} speed correlation"),
+            or_dash(&fig["rate_speed_correlation"])
         );
     }
     if let Some(under) = m["under_target_seconds"].as_array() {
