@@ -703,32 +703,64 @@ pub fn run(a: &Args) -> BoxResult<bool> {
 /// Prints a [`crate::memory_speed::figures`]'s rows.
 fn print_memory(m: &serde_json::Value) {
     let or_dash = |v: &serde_json::Value| v.as_f64().map_or("-".into(), |x| format!("{x:.3}"));
-    let (c, r) = (&m["copy"], &m["file_read"]);
-    // Each unit: its figures, its name, and its median time as printed.
+    let (c, k, w, r) = (
+        &m["copy"],
+        &m["cold_copy"],
+        &m["warm_copy"],
+        &m["file_read"],
+    );
+    // Each unit: where its figures are (`""`: at the top), its name, the
+    // label and key of its median time, and that time's divisor and
+    // decimals as printed.
     let units = [
         (
-            m,
+            "",
             "memory",
             "median ns per dependent load",
-            m["median_ns_per_hop"].as_f64().map(|x| format!("{x:.1}")),
+            "median_ns_per_hop",
+            1.0,
+            1,
         ),
         (
-            c,
+            "copy",
             "copy",
             "median us per 16 KiB copy",
-            c["median_ns_per_copy"]
-                .as_f64()
-                .map(|x| format!("{:.2}", x / 1e3)),
+            "median_ns_per_copy",
+            1e3,
+            2,
         ),
         (
-            r,
+            "cold_copy",
+            "cold copy",
+            "median us, into a cached block",
+            "median_ns_per_copy",
+            1e3,
+            2,
+        ),
+        (
+            "warm_copy",
+            "copy again",
+            "median us, 5 ms after the first",
+            "median_ns_per_copy",
+            1e3,
+            2,
+        ),
+        (
+            "file_read",
             "file read",
             "probe's 16 KiB read, median us",
-            r["median_ns_per_read"]
-                .as_f64()
-                .map(|x| format!("{:.2}", x / 1e3)),
+            "median_ns_per_read",
+            1e3,
+            2,
         ),
-    ];
+    ]
+    .map(|(key, name, label, median, div, places)| {
+        let fig = if key.is_empty() { m } else { &m[key] };
+        let median = fig[median]
+            .as_f64()
+            .map(|x| format!("{:.*}", places, x / div));
+        (fig, name, label, median)
+    });
     for (fig, name, median_label, median) in units {
         if fig.is_null() {
             continue;
@@ -764,9 +796,11 @@ fn print_memory(m: &serde_json::Value) {
                     or_dash(&u["rate_over_median"])
                 ),
                 format!(
-                    "walk {} copy {} read {}",
+                    "walk {} copy {} cold {} again {} read {}",
                     or_dash(&u["memory_speed"]),
                     or_dash(&c["under_target_seconds"][i]["memory_speed"]),
+                    or_dash(&k["under_target_seconds"][i]["memory_speed"]),
+                    or_dash(&w["under_target_seconds"][i]["memory_speed"]),
                     or_dash(&r["under_target_seconds"][i]["memory_speed"])
                 )
             );

@@ -137,7 +137,7 @@ enum Cmd {
         no_speed_probe: bool,
         /// Time, on each CPU every 5 ms while the load runs (and its
         /// twin, with --io-twin), a walk of 256 dependent loads over 64
-        /// MiB, a 16 KiB copy within it and a 16 KiB pread of the load's
+        /// MiB, three 16 KiB copies within it and a 16 KiB pread of the load's
         /// data file, and print each one's speed in the load's slow
         /// seconds. Off by default: it takes about 3 % of each CPU and 64
         /// MiB per CPU.

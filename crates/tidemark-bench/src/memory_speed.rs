@@ -21,13 +21,21 @@
 //! so it feels a memory system short of bandwidth, which a walk of
 //! single misses may not. Its speed is figured the same way.
 //!
+//! Then, into the same block (now cached), it copies a block not
+//! touched lately and then the block its first copy took at the unit
+//! before, some 5 ms earlier: the age of the page an eviction writes,
+//! which the load read a few milliseconds before. While the last-level
+//! cache keeps what a thread touched that recently, the second runs
+//! faster than the first; when other work takes that cache, it slows to
+//! the first's speed.
+//!
 //! Given the load's data file, the thread then reads [`COPY_BYTES`] from
 //! a random block of it with `pread`, on a descriptor of its own: the
 //! load's own read, made by a thread that otherwise sleeps. If the load's
 //! reads slow down and these do not, what slows the load is not the
 //! operating system's cache nor the memory under it.
 //!
-//! It costs each CPU about [`HOPS`] misses, one copy and one read (some
+//! It costs each CPU about [`HOPS`] misses, three copies and one read (some
 //! 130 us on these machines) in 5 ms, and [`BUFFER_BYTES`] of memory per
 //! CPU.
 
@@ -101,12 +109,16 @@ fn copy_unit(lines: &[Line], from: usize, to: &mut [Line]) -> f64 {
     t.elapsed().as_nanos() as f64
 }
 
-/// Each CPU's samples: the walks, the copies, and the reads of the
-/// load's file (none without one).
+/// Each CPU's samples: the walks, the copies, the copies into a cached
+/// block from a block not touched lately and from the block copied at
+/// the unit before, and the reads of the load's file (none without
+/// one).
 #[derive(Default)]
 pub struct Samples {
     pub walks: Vec<Sample>,
     pub copies: Vec<Sample>,
+    pub cold_copies: Vec<Sample>,
+    pub warm_copies: Vec<Sample>,
     pub reads: Vec<Sample>,
 }
 
@@ -152,6 +164,7 @@ pub fn start(start: Instant, data_file: Option<std::path::PathBuf>) -> Option<Pr
             let mut block = vec![lines[0]; COPY_BYTES / 64];
             let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
             let mut at = 0;
+            let mut last_from = None;
             let mut s = Samples::default();
             while !stop.load(Ordering::Relaxed) {
                 let ns = unit(&lines, &mut at, HOPS);
@@ -160,6 +173,17 @@ pub fn start(start: Instant, data_file: Option<std::path::PathBuf>) -> Option<Pr
                 let from = rng.gen_range(0..lines.len() - block.len());
                 let ns = copy_unit(&lines, from, &mut block);
                 s.copies.push((t, ns));
+                // Two more into the same block, now cached, so that only
+                // their sources differ: one not touched lately, and the
+                // one the first copy took at the unit before.
+                if let Some(last) = last_from {
+                    let other = rng.gen_range(0..lines.len() - block.len());
+                    let ns = copy_unit(&lines, other, &mut block);
+                    s.cold_copies.push((t, ns));
+                    let ns = copy_unit(&lines, last, &mut block);
+                    s.warm_copies.push((t, ns));
+                }
+                last_from = Some(from);
                 if let Some(path) = &data_file {
                     // Opened once the load has made it; its length looked
                     // at every 64 units (the file grows).
@@ -218,8 +242,10 @@ pub fn correlation(pairs: &[(f64, f64)]) -> Option<f64> {
 }
 
 /// Each second's memory speed beside the rates `windows` (median `med`),
-/// from the walks (the top level), the copies (`"copy"`) and the reads of
-/// the load's file (`"file_read"`, where there are any), each
+/// from the walks (the top level), the copies (`"copy"`), the copies into
+/// a cached block from a block not touched lately (`"cold_copy"`) and
+/// from the block copied 5 ms before (`"warm_copy"`) and the reads of the
+/// load's file (`"file_read"`, where there are any), each
 /// as [`kind_figures`] gives it. Returns the walks' speed by second with
 /// the figures.
 pub fn figures(
@@ -239,6 +265,20 @@ pub fn figures(
     copy["copy_bytes"] = serde_json::json!(COPY_BYTES);
     copy["median_ns_per_copy"] = serde_json::json!(copy_ns.map(tenth));
     fig["copy"] = copy;
+    for (key, of) in [
+        (
+            "cold_copy",
+            (|s: &Samples| s.cold_copies.clone()) as fn(&Samples) -> Vec<Sample>,
+        ),
+        ("warm_copy", |s: &Samples| s.warm_copies.clone()),
+    ] {
+        let samples: Vec<Vec<Sample>> = per_cpu.iter().map(of).collect();
+        if samples.iter().any(|v| !v.is_empty()) {
+            let (_, mut f, ns) = kind_figures(windows, med, &samples, target);
+            f["median_ns_per_copy"] = serde_json::json!(ns.map(tenth));
+            fig[key] = f;
+        }
+    }
     let reads: Vec<Vec<Sample>> = per_cpu.iter().map(|s| s.reads.clone()).collect();
     if reads.iter().any(|r| !r.is_empty()) {
         let (_, mut read, read_ns) = kind_figures(windows, med, &reads, target);
@@ -379,6 +419,8 @@ mod tests {
         let c = Samples {
             walks: c0.clone(),
             copies: c0.clone(),
+            cold_copies: c0.clone(),
+            warm_copies: c0.clone(),
             reads: c0,
         };
         let (by, fig) = figures(&w, 100.0, &[c], 0.7);
@@ -390,6 +432,8 @@ mod tests {
         assert_eq!(fig["copy"]["speed_in_slowest_second"], 0.5);
         assert_eq!(fig["copy"]["median_ns_per_copy"], 10e3);
         assert_eq!(fig["file_read"]["speed_in_slowest_second"], 0.5);
+        assert_eq!(fig["warm_copy"]["speed_in_slowest_second"], 0.5);
+        assert_eq!(fig["cold_copy"]["median_ns_per_copy"], 10e3);
     }
 
     #[test]
@@ -405,6 +449,12 @@ mod tests {
             assert!(!s.walks.is_empty(), "a CPU gave no walk in 300 ms");
             assert!(!s.reads.is_empty(), "a CPU read nothing of the file");
             assert_eq!(s.walks.len(), s.copies.len(), "a copy follows each walk");
+            assert_eq!(
+                s.warm_copies.len() + 1,
+                s.copies.len(),
+                "every copy but the first is copied again at the next unit"
+            );
+            assert_eq!(s.cold_copies.len(), s.warm_copies.len());
             assert!(s
                 .walks
                 .iter()
