@@ -52,9 +52,9 @@ pub struct Args {
     /// runs ([`crate::cpu_speed`]), and set each second's rate beside the
     /// speed the machine had in it.
     pub speed_probe: bool,
-    /// Time dependent loads over memory on each CPU while the load runs
-    /// ([`crate::memory_speed`]), and set each second's rate beside the
-    /// latency the memory system had in it.
+    /// Time a walk of dependent loads, page copies and a page's read of
+    /// the data file on each CPU while the load runs
+    /// ([`crate::memory_speed`]), and set each second's rate beside them.
     pub memory_probe: bool,
 }
 
@@ -95,6 +95,8 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     if let Some(d) = a.durability {
         builder = builder.durability(d);
     }
+    // As `--durability` names it; `None`: the engine's default.
+    let durability = a.durability.map(|d| format!("{d:?}").to_lowercase());
     let db = builder
         .cache_size(cache)
         .page_size(a.page_size)
@@ -196,7 +198,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
         a.memory_probe,
         a.json,
         start,
-        Some(dir.path().join(tidemark::DATA_FILE)),
+        dir.path().join(tidemark::DATA_FILE),
     );
     let freeze_probe = if a.freeze_probe {
         let p = crate::freezes::start(start);
@@ -460,14 +462,11 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             Some(n) => println!("{:<36} {:>14}", "eviction workers", n),
             None => println!("{:<36} {:>14}", "eviction workers", "default"),
         }
-        match a.durability {
-            Some(d) => println!(
-                "{:<36} {:>14}",
-                "durability",
-                format!("{d:?}").to_lowercase()
-            ),
-            None => println!("{:<36} {:>14}", "durability", "default"),
-        }
+        println!(
+            "{:<36} {:>14}",
+            "durability",
+            durability.as_deref().unwrap_or("default")
+        );
         println!("{:<36} {:>14}", "inserts", per_thread * a.threads);
         println!("{:<36} {:>14.1}", "elapsed s", elapsed.as_secs_f64());
         println!("{:<36} {:>14.0}", "throughput ops/s", ops_per_s);
@@ -580,7 +579,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
     });
     // `null`: the engine's default.
     figures["eviction_threads"] = json!(a.eviction_threads);
-    figures["durability"] = json!(a.durability.map(|d| format!("{d:?}").to_lowercase()));
+    figures["durability"] = json!(durability);
     if let Some((_, split)) = placement {
         figures["placement"] = split;
     }
@@ -623,7 +622,7 @@ pub fn run(a: &Args) -> BoxResult<bool> {
             a.memory_probe,
             a.json,
             twin_start,
-            Some(twin_dir.path().join(crate::cache_twin::DATA_FILE)),
+            twin_dir.path().join(crate::cache_twin::DATA_FILE),
         );
         let r = crate::cache_twin::run(twin_dir.path(), &plan)?;
         let (tmed, tmin) = r.median_and_min();

@@ -26,8 +26,9 @@
 //! before, some 5 ms earlier: the age of the page an eviction writes,
 //! which the load read a few milliseconds before. While the last-level
 //! cache keeps what a thread touched that recently, the second runs
-//! faster than the first; when other work takes that cache, it slows to
-//! the first's speed.
+//! faster than the first. (Beside `cache-pressure` here they ran alike:
+//! under that load nothing is still cached 5 ms on; BENCHMARKS.md, "The
+//! engine's slow seconds are its own".)
 //!
 //! Given the load's data file, the thread then reads [`COPY_BYTES`] from
 //! a random block of it with `pread`, on a descriptor of its own: the
@@ -150,9 +151,9 @@ impl Probe {
 }
 
 /// Starts one probe thread per CPU (at most 64), each pinned, each with
-/// its own chain, reading `data_file` too where given; `None` where
+/// its own chain, reading `data_file` too once it exists; `None` where
 /// threads cannot be pinned. Samples are timed from `start`.
-pub fn start(start: Instant, data_file: Option<std::path::PathBuf>) -> Option<Probe> {
+pub fn start(start: Instant, data_file: std::path::PathBuf) -> Option<Probe> {
     let (threads, _) = crate::pinned::PerCpu::start(
         || true,
         move |stop| {
@@ -184,19 +185,17 @@ pub fn start(start: Instant, data_file: Option<std::path::PathBuf>) -> Option<Pr
                     s.warm_copies.push((t, ns));
                 }
                 last_from = Some(from);
-                if let Some(path) = &data_file {
-                    // Opened once the load has made it; its length looked
-                    // at every 64 units (the file grows).
-                    if file.is_none() {
-                        file = std::fs::File::open(path).ok();
+                // Opened once the load has made it; its length looked at
+                // every 64 units (the file grows).
+                if file.is_none() {
+                    file = std::fs::File::open(&data_file).ok();
+                }
+                if let Some(f) = &file {
+                    if s.copies.len() % 64 == 1 {
+                        len = f.metadata().map_or(len, |m| m.len());
                     }
-                    if let Some(f) = &file {
-                        if s.copies.len() % 64 == 1 {
-                            len = f.metadata().map_or(len, |m| m.len());
-                        }
-                        if let Some(ns) = read_unit(f, len, &mut buf, &mut rng) {
-                            s.reads.push((t, ns));
-                        }
+                    if let Some(ns) = read_unit(f, len, &mut buf, &mut rng) {
+                        s.reads.push((t, ns));
                     }
                 }
                 std::thread::sleep(EVERY);
@@ -208,12 +207,7 @@ pub fn start(start: Instant, data_file: Option<std::path::PathBuf>) -> Option<Pr
 }
 
 /// [`start`] when `on`; says on stderr (unless `json`) when it cannot run.
-pub fn start_if(
-    on: bool,
-    json: bool,
-    at: Instant,
-    data_file: Option<std::path::PathBuf>,
-) -> Option<Probe> {
+pub fn start_if(on: bool, json: bool, at: Instant, data_file: std::path::PathBuf) -> Option<Probe> {
     crate::pinned::probe_if(
         on,
         json,
@@ -241,12 +235,15 @@ pub fn correlation(pairs: &[(f64, f64)]) -> Option<f64> {
     (sxx > 0.0 && syy > 0.0).then(|| sxy / (sxx * syy).sqrt())
 }
 
+/// Which of a CPU's [`Samples`] a figure is made of.
+type Pick = fn(&Samples) -> &Vec<Sample>;
+
 /// Each second's memory speed beside the rates `windows` (median `med`),
 /// from the walks (the top level), the copies (`"copy"`), the copies into
 /// a cached block from a block not touched lately (`"cold_copy"`) and
-/// from the block copied 5 ms before (`"warm_copy"`) and the reads of the
-/// load's file (`"file_read"`, where there are any), each
-/// as [`kind_figures`] gives it. Returns the walks' speed by second with
+/// from the block copied 5 ms before (`"warm_copy"`), and the reads of
+/// the load's file (`"file_read"`, where there are any), each as
+/// [`kind_figures`] gives it. Returns the walks' speed by second with
 /// the figures.
 pub fn figures(
     windows: &[f64],
@@ -254,37 +251,29 @@ pub fn figures(
     per_cpu: &[Samples],
     target: f64,
 ) -> (Vec<Option<f64>>, serde_json::Value) {
-    let walks: Vec<Vec<Sample>> = per_cpu.iter().map(|s| s.walks.clone()).collect();
-    let copies: Vec<Vec<Sample>> = per_cpu.iter().map(|s| s.copies.clone()).collect();
-    let (by_second, mut fig, walk_ns) = kind_figures(windows, med, &walks, target);
-    let (_, mut copy, copy_ns) = kind_figures(windows, med, &copies, target);
     let tenth = |x: f64| (x * 10.0).round() / 10.0;
+    let of = |pick: Pick| -> Vec<Vec<Sample>> { per_cpu.iter().map(|s| pick(s).clone()).collect() };
+    let (by_second, mut fig, walk_ns) = kind_figures(windows, med, &of(|s| &s.walks), target);
     fig["buffer_mb"] = serde_json::json!(BUFFER_BYTES >> 20);
     fig["hops"] = serde_json::json!(HOPS);
     fig["median_ns_per_hop"] = serde_json::json!(walk_ns.map(|ns| tenth(ns / HOPS as f64)));
-    copy["copy_bytes"] = serde_json::json!(COPY_BYTES);
-    copy["median_ns_per_copy"] = serde_json::json!(copy_ns.map(tenth));
-    fig["copy"] = copy;
-    for (key, of) in [
-        (
-            "cold_copy",
-            (|s: &Samples| s.cold_copies.clone()) as fn(&Samples) -> Vec<Sample>,
-        ),
-        ("warm_copy", |s: &Samples| s.warm_copies.clone()),
-    ] {
-        let samples: Vec<Vec<Sample>> = per_cpu.iter().map(of).collect();
-        if samples.iter().any(|v| !v.is_empty()) {
-            let (_, mut f, ns) = kind_figures(windows, med, &samples, target);
-            f["median_ns_per_copy"] = serde_json::json!(ns.map(tenth));
-            fig[key] = f;
+    // The other kinds, each under its key, with its median time in ns;
+    // a kind with no sample anywhere (no file to read) is left out.
+    let kinds: [(&str, &str, Pick); 4] = [
+        ("copy", "median_ns_per_copy", |s| &s.copies),
+        ("cold_copy", "median_ns_per_copy", |s| &s.cold_copies),
+        ("warm_copy", "median_ns_per_copy", |s| &s.warm_copies),
+        ("file_read", "median_ns_per_read", |s| &s.reads),
+    ];
+    for (key, median_key, pick) in kinds {
+        let samples = of(pick);
+        if samples.iter().all(|v| v.is_empty()) {
+            continue;
         }
-    }
-    let reads: Vec<Vec<Sample>> = per_cpu.iter().map(|s| s.reads.clone()).collect();
-    if reads.iter().any(|r| !r.is_empty()) {
-        let (_, mut read, read_ns) = kind_figures(windows, med, &reads, target);
-        read["read_bytes"] = serde_json::json!(COPY_BYTES);
-        read["median_ns_per_read"] = serde_json::json!(read_ns.map(tenth));
-        fig["file_read"] = read;
+        let (_, mut f, ns) = kind_figures(windows, med, &samples, target);
+        f["bytes"] = serde_json::json!(COPY_BYTES);
+        f[median_key] = serde_json::json!(ns.map(tenth));
+        fig[key] = f;
     }
     (by_second, fig)
 }
@@ -441,7 +430,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("data");
         std::fs::write(&path, vec![7u8; 4 * COPY_BYTES]).unwrap();
-        let Some(p) = start(Instant::now(), Some(path)) else {
+        let Some(p) = start(Instant::now(), path) else {
             return; // pinning not allowed here: nothing to sample
         };
         std::thread::sleep(Duration::from_millis(300));
